@@ -1,0 +1,83 @@
+//! Resilient tool calls for AI agents and MCP servers.
+//!
+//! When an agent calls a tool, the call can fail for reasons that pass (a 503, a reset
+//! connection, a 429 with `Retry-After`) or that never will (a 400, a bad argument). Steadfast
+//! tells them apart, retries the first kind with bounded, jittered backoff, honours the
+//! dependency's `Retry-After`, stays within a time budget, and when it gives up says why.
+//!
+//! # A tour
+//!
+//! ```
+//! use std::time::Duration;
+//! use steadfast::{ErrorClass, GiveUpReason, Jitter, Retry, RetryPolicy};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 1. A policy: validated when built, serializable for config files.
+//! let policy = RetryPolicy::builder()
+//!     .max_attempts(4)                          // the first call and three retries
+//!     .base_delay(Duration::from_millis(200))   // 200ms, 400ms, 800ms before jitter…
+//!     .max_delay(Duration::from_secs(2))        // …never above 2s, even after jitter
+//!     .jitter(Jitter::Full)
+//!     .max_elapsed(Duration::from_secs(10))     // the whole call, delays included
+//!     .build()?;
+//!
+//! // 2. The simplest call: errors classify themselves (io, HTTP status, JSON, messages…).
+//! let n = steadfast::retry(&policy, async |attempt| {
+//!     if attempt < 2 { Err(ErrorClass::from_status(503)) } else { Ok(attempt) }
+//! }).await?;
+//! assert_eq!(n, 2);
+//!
+//! // 3. A configured, storable retry with hooks; a 404 is not retried.
+//! let retry = Retry::new(policy)
+//!     .name("search")
+//!     .on_retry(|ev| println!("attempt {} failed ({}), retrying in {:?}", ev.attempt, ev.class.code, ev.delay));
+//! let err = retry.run(async |_| Err::<(), _>(ErrorClass::from_status(404))).await.unwrap_err();
+//! assert_eq!(err.reason(), GiveUpReason::NonRetriable);
+//! assert_eq!(err.attempts(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Where things live
+//! - [`RetryPolicy`] and its builder: attempts, backoff, jitter, caps, budgets, layering, serde.
+//! - [`Backoff`], [`Jitter`], [`Rng`]: delays as a pure function and as an iterator ([`Delays`]).
+//! - [`ErrorClass`], [`Classify`], [`classify_chain`], [`classify_message`]: deciding what to retry.
+//! - [`parse_retry_after`]: both forms of `Retry-After`.
+//! - [`retry`], [`Retry`]: the engine; [`RetryError`] and [`GiveUpReason`]: how it ends;
+//!   [`RetryEvent`], [`SuccessEvent`], [`GiveUpEvent`]: what the hooks see.
+//!
+//! # Conventions
+//! - Attempts include the first: `max_attempts = 3` is one call and up to two retries.
+//! - The delay before retry *k* (1-based) is the backoff for *k*, capped at `max_delay`, then
+//!   jittered within `[0, max_delay]`; a longer `Retry-After` (clamped to `max_retry_after`)
+//!   replaces it. The first attempt never waits.
+//! - Time comes from tokio's clock, so every timing behaviour is testable on a paused clock;
+//!   randomness comes from a seedable [`Rng`].
+//!
+//! # Features
+//! - `anyhow`: [`Classify`] for `anyhow::Error`, walking its chain.
+
+#![warn(missing_docs)]
+
+mod backoff;
+mod classify;
+mod hooks;
+mod jitter;
+mod policy;
+mod retry;
+mod retry_after;
+mod retry_error;
+
+pub use backoff::{Backoff, CustomBackoff, Delays};
+pub use classify::{Classify, ErrorClass, ErrorCode, ErrorKind, classify_chain, classify_message};
+pub use hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
+pub use jitter::{Jitter, Rng};
+pub use policy::{Limit, PolicyError, RetryPolicy, RetryPolicyBuilder};
+pub use retry::{Retry, retry};
+pub use retry_after::{
+    RetryAfterError, parse_retry_after, parse_retry_after_at, retry_after_from_headers,
+};
+pub use retry_error::{Failure, GiveUpReason, RetryError};
+
+/// Re-exported so callers can name the token [`Retry::run_cancellable`] takes without adding
+/// `tokio-util` themselves.
+pub use tokio_util::sync::CancellationToken;
