@@ -81,3 +81,8 @@ pub use retry_error::{Failure, GiveUpReason, RetryError};
 /// Re-exported so callers can name the token [`Retry::run_cancellable`] takes without adding
 /// `tokio-util` themselves.
 pub use tokio_util::sync::CancellationToken;
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
