@@ -118,6 +118,8 @@ impl ErrorCode {
     pub const IO_ERROR: Self = Self::from_static("IO_ERROR");
     /// Nothing more specific is known.
     pub const UNKNOWN: Self = Self::from_static("UNKNOWN");
+    /// A circuit breaker refused the call without making it.
+    pub const CIRCUIT_OPEN: Self = Self::from_static("CIRCUIT_OPEN");
 
     /// A code from a static string, usable in `const` items.
     ///
@@ -190,6 +192,10 @@ pub struct ErrorClass {
     /// it reaches a model or a log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Cow<'static, str>>,
+    /// Overrides whether this failure counts against a circuit breaker; `None` follows the rule
+    /// of [`counts_as_breaker_failure`](Self::counts_as_breaker_failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker_failure: Option<bool>,
 }
 
 impl ErrorClass {
@@ -207,7 +213,36 @@ impl ErrorClass {
             status: None,
             retry_after: None,
             message: None,
+            breaker_failure: None,
         }
+    }
+
+    /// Whether this failure counts against a circuit breaker.
+    ///
+    /// Only infrastructure failures do: transient kinds (retriable, rate-limited, timeout). A
+    /// non-retriable caller error (400, 404, invalid arguments) proves the dependency is up and
+    /// answering, and an unrecognised failure proves nothing, so neither counts. A classifier can
+    /// override this per failure with [`with_breaker_failure`](Self::with_breaker_failure).
+    ///
+    /// ```
+    /// use steadfast::ErrorClass;
+    /// assert!(ErrorClass::from_status(503).counts_as_breaker_failure());
+    /// assert!(!ErrorClass::from_status(404).counts_as_breaker_failure());
+    /// assert!(ErrorClass::from_status(404).with_breaker_failure(true).counts_as_breaker_failure());
+    /// ```
+    pub fn counts_as_breaker_failure(&self) -> bool {
+        self.breaker_failure.unwrap_or(self.kind.is_transient())
+    }
+
+    /// Sets whether this failure counts against a circuit breaker.
+    ///
+    /// ```
+    /// let c = steadfast::ErrorClass::from_status(500).with_breaker_failure(false);
+    /// assert!(!c.counts_as_breaker_failure());
+    /// ```
+    pub fn with_breaker_failure(mut self, counts: bool) -> Self {
+        self.breaker_failure = Some(counts);
+        self
     }
 
     /// A transient failure with the given code.

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::{ErrorClass, GiveUpReason};
+use crate::{ErrorClass, GiveUpReason, Rejected};
 
 /// What an attempt that failed produced.
 ///
@@ -16,6 +16,7 @@ use crate::{ErrorClass, GiveUpReason};
 /// assert!(f.error().is_none());
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Failed<'a, E> {
     /// The operation returned this error.
     Error(&'a E),
@@ -26,6 +27,8 @@ pub enum Failed<'a, E> {
     Value,
     /// Nothing: the call was cancelled before any attempt completed.
     Cancelled,
+    /// Nothing: a circuit breaker refused the call.
+    Rejected(&'a Rejected),
 }
 
 impl<'a, E> Failed<'a, E> {

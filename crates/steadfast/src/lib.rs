@@ -59,16 +59,26 @@
 #![warn(missing_docs)]
 
 mod backoff;
+mod breaker;
+mod budget;
 mod classify;
+mod concurrency;
 mod hooks;
 mod jitter;
 mod policy;
 mod retry;
 mod retry_after;
 mod retry_error;
+mod window;
 
 pub use backoff::{Backoff, CustomBackoff, Delays};
+pub use breaker::{
+    BreakerConfig, BreakerConfigBuilder, BreakerEvent, BreakerState, BreakerStats, CircuitBreaker,
+    Permit, Rejected, SubscriptionId, TripRule,
+};
+pub use budget::{BudgetConfig, BudgetConfigBuilder, RetryBudget};
 pub use classify::{Classify, ErrorClass, ErrorCode, ErrorKind, classify_chain, classify_message};
+pub use concurrency::{ConcurrencyConfig, ConcurrencyLimit, RetrySlot, WhenFull};
 pub use hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
 pub use jitter::{Jitter, Rng};
 pub use policy::{Limit, PolicyError, RetryPolicy, RetryPolicyBuilder};

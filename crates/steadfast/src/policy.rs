@@ -729,7 +729,8 @@ impl From<RetryPolicy> for RetryPolicyBuilder {
     }
 }
 
-/// A policy was rejected when built: names the field and the constraint it broke.
+/// A policy or configuration was rejected when built: names the section, the field and the
+/// constraint it broke.
 ///
 /// ```
 /// let err = steadfast::RetryPolicy::builder().multiplier(f64::NAN).build().unwrap_err();
@@ -737,18 +738,38 @@ impl From<RetryPolicy> for RetryPolicyBuilder {
 /// assert!(err.constraint().contains(">= 1"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid retry policy: {field} must {constraint}")]
+#[error("invalid {section}: {field} must {constraint}")]
 pub struct PolicyError {
+    section: &'static str,
     field: &'static str,
     constraint: String,
 }
 
 impl PolicyError {
     fn new(field: &'static str, constraint: impl Into<String>) -> Self {
+        Self::in_section("retry policy", field, constraint)
+    }
+
+    pub(crate) fn in_section(
+        section: &'static str,
+        field: &'static str,
+        constraint: impl Into<String>,
+    ) -> Self {
         Self {
+            section,
             field,
             constraint: constraint.into(),
         }
+    }
+
+    /// What was being validated: `"retry policy"`, `"circuit breaker"`, `"retry budget"`…
+    ///
+    /// ```
+    /// let e = steadfast::RetryPolicy::builder().max_attempts(0).build().unwrap_err();
+    /// assert_eq!(e.section(), "retry policy");
+    /// ```
+    pub fn section(&self) -> &'static str {
+        self.section
     }
 
     /// The offending field, as spelled in config files (`"base_delay"`).

@@ -34,7 +34,10 @@ use tracing::Instrument;
 
 use crate::hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
 use crate::retry_error::{Failure, GiveUpReason, RetryError};
-use crate::{Classify, ErrorClass, ErrorCode, ErrorKind, RetryPolicy, Rng};
+use crate::{
+    CircuitBreaker, Classify, ConcurrencyLimit, ErrorClass, ErrorCode, ErrorKind, Permit,
+    RetryBudget, RetryPolicy, RetrySlot, Rng, WhenFull,
+};
 
 /// Runs `op` under `policy`, classifying errors with their [`Classify`] implementation.
 ///
@@ -79,6 +82,9 @@ struct Callbacks<T, E> {
     on_give_up: Option<Arc<OnGiveUpFn<E>>>,
     seed: Option<u64>,
     name: Option<Cow<'static, str>>,
+    breaker: Option<CircuitBreaker>,
+    budget: Option<RetryBudget>,
+    limit: Option<ConcurrencyLimit>,
 }
 
 impl<T, E> Default for Callbacks<T, E> {
@@ -92,6 +98,9 @@ impl<T, E> Default for Callbacks<T, E> {
             on_give_up: None,
             seed: None,
             name: None,
+            breaker: None,
+            budget: None,
+            limit: None,
         }
     }
 }
@@ -107,6 +116,9 @@ impl<T, E> Clone for Callbacks<T, E> {
             on_give_up: self.on_give_up.clone(),
             seed: self.seed,
             name: self.name.clone(),
+            breaker: self.breaker.clone(),
+            budget: self.budget.clone(),
+            limit: self.limit.clone(),
         }
     }
 }
@@ -170,6 +182,9 @@ impl<T, E> fmt::Debug for Retry<T, E> {
             .field("classify", &self.cb.classify.is_some())
             .field("check", &self.cb.check.is_some())
             .field("should_retry", &self.cb.should_retry.is_some())
+            .field("breaker", &self.cb.breaker)
+            .field("budget", &self.cb.budget)
+            .field("limit", &self.cb.limit)
             .finish_non_exhaustive()
     }
 }
@@ -328,6 +343,73 @@ impl<T, E> Retry<T, E> {
         self.cb.seed = Some(seed);
         self
     }
+
+    /// Guards calls with a circuit breaker (share one clone among every caller of the same
+    /// dependency).
+    ///
+    /// The breaker wraps the whole retry loop: an open breaker fails the call at once with
+    /// [`GiveUpReason::CircuitOpen`], without calling the operation or spending budget; the
+    /// breaker records each call's *final* outcome — so a blip that a retry absorbed never counts
+    /// toward opening it — and only failures for which
+    /// [`ErrorClass::counts_as_breaker_failure`] holds count. Before each retry the engine checks
+    /// the breaker again and stops if it opened meanwhile. A cancelled call records nothing.
+    ///
+    /// ```
+    /// use steadfast::{BreakerConfig, CircuitBreaker, ErrorClass, GiveUpReason, Retry, RetryPolicy};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let breaker = CircuitBreaker::new(BreakerConfig::builder().failure_threshold(2).build().unwrap());
+    /// let retry = Retry::new(RetryPolicy::no_retry()).breaker(breaker.clone());
+    /// for _ in 0..2 {
+    ///     let _ = retry.run(async |_| Err::<(), _>(ErrorClass::from_status(503))).await;
+    /// }
+    /// let mut called = false;
+    /// let err = retry.run(async |_| { called = true; Ok::<_, ErrorClass>(()) }).await.unwrap_err();
+    /// assert_eq!((err.reason(), err.attempts(), called), (GiveUpReason::CircuitOpen, 0, false));
+    /// # }
+    /// ```
+    pub fn breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.cb.breaker = Some(breaker);
+        self
+    }
+
+    /// Draws every retry from a budget shared by all calls to the dependency; each call deposits
+    /// into it. When it is spent the call gives up with [`GiveUpReason::BudgetExhausted`],
+    /// keeping its last failure.
+    ///
+    /// ```
+    /// use steadfast::{BudgetConfig, ErrorClass, GiveUpReason, Retry, RetryBudget, RetryPolicy};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let budget = RetryBudget::new(BudgetConfig::builder().retry_ratio(0.0).min_retries_per_sec(0.1).build().unwrap());
+    /// let retry = Retry::new(RetryPolicy::builder().max_attempts(5).build().unwrap()).budget(budget);
+    /// let err = retry.run(async |_| Err::<(), _>(ErrorClass::from_status(503))).await.unwrap_err();
+    /// // The floor (0.1/s over a 10s ttl) allows one retry.
+    /// assert_eq!((err.reason(), err.attempts()), (GiveUpReason::BudgetExhausted, 2));
+    /// # }
+    /// ```
+    pub fn budget(mut self, budget: RetryBudget) -> Self {
+        self.cb.budget = Some(budget);
+        self
+    }
+
+    /// Limits how many calls may be in their retry phase at once (share one clone among every
+    /// caller of the dependency). A call takes a slot at its first retry and keeps it until it
+    /// ends; when none is free it gives up ([`GiveUpReason::ConcurrencyLimit`]) or waits, as
+    /// configured.
+    ///
+    /// ```
+    /// use steadfast::{ConcurrencyConfig, ConcurrencyLimit, ErrorClass, GiveUpReason, Retry, RetryPolicy, WhenFull};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let limit = ConcurrencyLimit::new(ConcurrencyConfig::new(1, WhenFull::GiveUp).unwrap());
+    /// let _busy = limit.try_enter().unwrap(); // another call is retrying
+    /// let retry = Retry::new(RetryPolicy::default()).concurrency_limit(limit);
+    /// let err = retry.run(async |_| Err::<(), _>(ErrorClass::from_status(503))).await.unwrap_err();
+    /// assert_eq!((err.reason(), err.attempts()), (GiveUpReason::ConcurrencyLimit, 1));
+    /// # }
+    /// ```
+    pub fn concurrency_limit(mut self, limit: ConcurrencyLimit) -> Self {
+        self.cb.limit = Some(limit);
+        self
+    }
 }
 
 impl<T, E: Classify> Retry<T, E> {
@@ -392,7 +474,8 @@ impl<T, E> Last<T, E> {
             Last::Value(_) => Failed::Value,
             Last::Failure(Failure::Error(e)) => Failed::Error(e),
             Last::Failure(Failure::Timeout { after }) => Failed::Timeout(*after),
-            Last::Failure(Failure::Cancelled) => Failed::Cancelled,
+            Last::Failure(Failure::Rejected(r)) => Failed::Rejected(r),
+            Last::Failure(_) => Failed::Cancelled,
         }
     }
 }
@@ -429,13 +512,14 @@ async fn attempt<T, E>(
     }
 }
 
+/// One call's fixed context.
 struct Call<'a, T, E> {
     policy: &'a RetryPolicy,
     cb: &'a Callbacks<T, E>,
     start: Instant,
 }
 
-impl<T, E: Classify> Call<'_, T, E> {
+impl<'a, T, E: Classify> Call<'a, T, E> {
     fn classify(&self, e: &E) -> ErrorClass {
         self.cb
             .classify
@@ -449,7 +533,13 @@ impl<T, E: Classify> Call<'_, T, E> {
             || (class.kind == ErrorKind::Unknown && self.policy.retry_unknown())
     }
 
-    fn succeed(&self, attempts: u32) {
+    fn succeed(&self, attempts: u32, permit: Option<Permit<'a>>, attempt_start: Option<Instant>) {
+        if let Some(p) = permit {
+            match attempt_start {
+                Some(t) => p.success_after(t.elapsed()),
+                None => p.success(),
+            }
+        }
         if let Some(f) = &self.cb.on_success {
             f(&SuccessEvent {
                 attempts,
@@ -461,15 +551,23 @@ impl<T, E: Classify> Call<'_, T, E> {
         }
     }
 
+    /// Ends the call without success. The breaker, if any, records the final outcome — except
+    /// for a cancelled call, whose outcome says nothing about the dependency.
     fn give_up(
         &self,
         reason: GiveUpReason,
         last: Option<(Last<T, E>, ErrorClass)>,
         attempts: u32,
+        permit: Option<Permit<'a>>,
     ) -> Result<T, RetryError<E>> {
         let elapsed = self.start.elapsed();
         let (last, class) =
             last.unwrap_or((Last::Failure(Failure::Cancelled), ErrorClass::cancelled()));
+        if let Some(p) = permit {
+            if reason != GiveUpReason::Cancelled {
+                p.record(class.counts_as_breaker_failure());
+            }
+        }
         tracing::debug!(
             attempts,
             reason = reason.as_str(),
@@ -496,6 +594,32 @@ impl<T, E: Classify> Call<'_, T, E> {
                 elapsed,
             }),
         }
+    }
+
+    /// Takes a retry slot if the dependency has a concurrency limit. `Err` means give up.
+    async fn retry_slot(
+        &self,
+        held: &mut Option<RetrySlot>,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<(), GiveUpReason> {
+        let Some(limit) = &self.cb.limit else {
+            return Ok(());
+        };
+        if held.is_some() {
+            return Ok(());
+        }
+        *held = Some(match limit.config().when_full() {
+            WhenFull::GiveUp => limit.try_enter().ok_or(GiveUpReason::ConcurrencyLimit)?,
+            WhenFull::Wait => match cancel {
+                Some(c) => tokio::select! {
+                    biased;
+                    _ = c.cancelled() => return Err(GiveUpReason::Cancelled),
+                    slot = limit.enter() => slot,
+                },
+                None => limit.enter().await,
+            },
+        });
+        Ok(())
     }
 }
 
@@ -532,15 +656,38 @@ where
         cb,
         start: Instant::now(),
     };
+    // The breaker wraps the whole loop: an open one fails the call before any attempt.
+    let permit = match cb.breaker.as_ref().map(CircuitBreaker::try_acquire) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(rejected)) => {
+            let class = rejected.class();
+            let last = (Last::Failure(Failure::Rejected(rejected)), class);
+            return call.give_up(GiveUpReason::CircuitOpen, Some(last), 0, None);
+        }
+    };
+    if let Some(budget) = &cb.budget {
+        budget.deposit_at(call.start);
+    }
+    // Slow-call detection needs each attempt's duration; read the clock only if it is on.
+    let timed_attempts = cb
+        .breaker
+        .as_ref()
+        .is_some_and(|b| b.config().slow_call_threshold().is_some());
     // Created on the first retry, so a call that succeeds at once never touches it.
     let mut rng: Option<Rng> = None;
+    let mut slot: Option<RetrySlot> = None;
     let mut previous = policy.base_delay();
     let mut last: Option<(Last<T, E>, ErrorClass)> = None;
     let mut n: u32 = 0;
 
     loop {
         if cancel.is_some_and(CancellationToken::is_cancelled) {
-            return call.give_up(GiveUpReason::Cancelled, last, n);
+            return call.give_up(GiveUpReason::Cancelled, last, n, permit);
+        }
+        if n > 0 && permit.as_ref().is_some_and(|p| !p.is_current()) {
+            // The breaker opened during the delay.
+            return call.give_up(GiveUpReason::CircuitOpen, last, n, permit);
         }
         n += 1;
 
@@ -554,10 +701,11 @@ where
             (None, None) => (None, false),
         };
 
+        let attempt_start = timed_attempts.then(Instant::now);
         let (outcome, class) = match attempt(op(n), limit, cancel).await {
             Ran::Done(Ok(v)) => match cb.check.as_ref().and_then(|check| check(&v)) {
                 None => {
-                    call.succeed(n);
+                    call.succeed(n, permit, attempt_start);
                     return Ok(v);
                 }
                 Some(class) => (Last::Value(v), class),
@@ -570,7 +718,7 @@ where
                 Last::Failure(Failure::Timeout { after }),
                 ErrorClass::timeout().with_message("attempt timed out"),
             ),
-            Ran::Cancelled => return call.give_up(GiveUpReason::Cancelled, last, n),
+            Ran::Cancelled => return call.give_up(GiveUpReason::Cancelled, last, n, permit),
         };
 
         let stop = if budget_bound && matches!(outcome, Last::Failure(Failure::Timeout { .. })) {
@@ -582,11 +730,14 @@ where
         } else if let (Some(veto), Last::Failure(Failure::Error(e))) = (&cb.should_retry, &outcome)
         {
             (!veto(e, n + 1)).then_some(GiveUpReason::Declined)
+        } else if permit.as_ref().is_some_and(|p| !p.is_current()) {
+            // The breaker opened (or moved on) while this call was failing: stop adding load.
+            Some(GiveUpReason::CircuitOpen)
         } else {
-            None
+            call.retry_slot(&mut slot, cancel).await.err()
         };
         if let Some(reason) = stop {
-            return call.give_up(reason, Some((outcome, class)), n);
+            return call.give_up(reason, Some((outcome, class)), n, permit);
         }
 
         let rng = rng.get_or_insert_with(|| cb.seed.map_or_else(Rng::new, Rng::with_seed));
@@ -599,7 +750,16 @@ where
             .max_elapsed()
             .is_some_and(|max| elapsed.saturating_add(delay) >= max)
         {
-            return call.give_up(GiveUpReason::TimeBudget, Some((outcome, class)), n);
+            return call.give_up(GiveUpReason::TimeBudget, Some((outcome, class)), n, permit);
+        }
+        // Withdraw last, so a retry that is not going to happen spends nothing.
+        if cb.budget.as_ref().is_some_and(|b| !b.try_withdraw()) {
+            return call.give_up(
+                GiveUpReason::BudgetExhausted,
+                Some((outcome, class)),
+                n,
+                permit,
+            );
         }
 
         tracing::debug!(
@@ -625,7 +785,7 @@ where
             match cancel {
                 Some(c) => tokio::select! {
                     biased;
-                    _ = c.cancelled() => return call.give_up(GiveUpReason::Cancelled, last, n),
+                    _ = c.cancelled() => return call.give_up(GiveUpReason::Cancelled, last, n, permit),
                     _ = sleep => {}
                 },
                 None => sleep.await,

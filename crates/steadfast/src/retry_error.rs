@@ -8,7 +8,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::{Classify, ErrorClass};
+use crate::{Classify, ErrorClass, Rejected};
 
 /// Why the engine stopped retrying.
 ///
@@ -30,6 +30,13 @@ pub enum GiveUpReason {
     TimeBudget,
     /// The caller cancelled the call.
     Cancelled,
+    /// The circuit breaker was open: either no attempt was made, or it opened while this call
+    /// was retrying.
+    CircuitOpen,
+    /// The dependency's retry budget was spent.
+    BudgetExhausted,
+    /// Every retry slot of the dependency's concurrency limit was taken.
+    ConcurrencyLimit,
 }
 
 impl GiveUpReason {
@@ -45,6 +52,9 @@ impl GiveUpReason {
             Self::Declined => "declined",
             Self::TimeBudget => "time_budget",
             Self::Cancelled => "cancelled",
+            Self::CircuitOpen => "circuit_open",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::ConcurrencyLimit => "concurrency_limit",
         }
     }
 
@@ -55,6 +65,9 @@ impl GiveUpReason {
             Self::Declined => "retry declined by should_retry",
             Self::TimeBudget => "time budget exhausted",
             Self::Cancelled => "cancelled",
+            Self::CircuitOpen => "circuit open",
+            Self::BudgetExhausted => "retry budget exhausted",
+            Self::ConcurrencyLimit => "too many calls retrying",
         }
     }
 }
@@ -72,6 +85,7 @@ impl fmt::Display for GiveUpReason {
 /// assert!(f.error().is_none());
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Failure<E> {
     /// The operation returned this error.
     Error(E),
@@ -83,6 +97,8 @@ pub enum Failure<E> {
     },
     /// The call was cancelled before any attempt produced an outcome.
     Cancelled,
+    /// A circuit breaker refused the call before any attempt was made.
+    Rejected(Rejected),
 }
 
 impl<E> Failure<E> {
@@ -125,6 +141,7 @@ impl<E: fmt::Display> fmt::Display for Failure<E> {
                 )
             }
             Self::Cancelled => f.write_str("cancelled before any attempt completed"),
+            Self::Rejected(r) => r.fmt(f),
         }
     }
 }
