@@ -63,6 +63,7 @@ mod breaker;
 mod budget;
 mod classify;
 mod concurrency;
+mod driver;
 mod hooks;
 mod jitter;
 mod policy;
@@ -88,7 +89,7 @@ pub use retry_after::{
 };
 pub use retry_error::{Failure, GiveUpReason, RetryError};
 
-/// Re-exported so callers can name the token [`Retry::run_cancellable`] takes without adding
+/// Re-exported so callers can name the token [`Retry::cancel_on`] takes without adding
 /// `tokio-util` themselves.
 pub use tokio_util::sync::CancellationToken;
 

@@ -4,9 +4,14 @@
 //! [`Retry`] is the configured, storable form — a policy plus a custom classifier, a result
 //! check, a `should_retry` veto and hooks — built once and run many times.
 //!
-//! The operation is an async closure that receives the attempt number (1-based). It may borrow
-//! the caller's state mutably (`async |n| self.client.call(n).await`), since the engine calls it
-//! as an [`AsyncFnMut`], one attempt at a time.
+//! The operation receives the attempt number (1-based) and returns a future:
+//! - [`retry`] and [`Retry::run`] take `FnMut(u32) -> Fut` — `|n| async move { … }`, or an
+//!   `async` closure that does not borrow its own captures. Their futures are `Send` whenever the
+//!   operation's are, so they work inside `tokio::spawn`;
+//! - [`Retry::run_mut`] takes an async closure (`AsyncFnMut`), whose future may borrow state
+//!   mutably across awaits (`async |n| self.client.call(n).await` with `&mut self`), one attempt
+//!   at a time. (Rust cannot yet prove such futures `Send` inside a generic function, so prefer
+//!   `run` for work you spawn.)
 //!
 //! Each round of the loop:
 //! 1. stop at once if the call was cancelled;
@@ -26,17 +31,15 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
-use crate::retry_error::{Failure, GiveUpReason, RetryError};
+use crate::driver;
+use crate::hooks::{GiveUpEvent, RetryEvent, SuccessEvent};
+use crate::retry_error::RetryError;
 use crate::{
-    CircuitBreaker, Classify, ConcurrencyLimit, ErrorClass, ErrorCode, ErrorKind, Permit,
-    RetryBudget, RetryPolicy, RetrySlot, Rng, WhenFull,
+    CircuitBreaker, Classify, ConcurrencyLimit, ErrorClass, ErrorCode, RetryBudget, RetryPolicy,
 };
 
 /// Runs `op` under `policy`, classifying errors with their [`Classify`] implementation.
@@ -47,21 +50,32 @@ use crate::{
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let calls = AtomicU32::new(0);
-/// let value = retry(&RetryPolicy::default(), async |attempt| {
+/// let value = retry(&RetryPolicy::default(), |attempt| {
 ///     calls.fetch_add(1, Ordering::Relaxed);
-///     if attempt < 3 { Err(ErrorClass::from_status(503)) } else { Ok("done") }
+///     async move { if attempt < 3 { Err(ErrorClass::from_status(503)) } else { Ok("done") } }
 /// })
 /// .await
 /// .unwrap();
 /// assert_eq!((value, calls.load(Ordering::Relaxed)), ("done", 3));
 /// # }
 /// ```
-pub async fn retry<T, E, F>(policy: &RetryPolicy, op: F) -> Result<T, RetryError<E>>
+pub async fn retry<T, E, F, Fut>(policy: &RetryPolicy, op: F) -> Result<T, RetryError<E>>
 where
     E: Classify,
-    F: AsyncFnMut(u32) -> Result<T, E>,
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
 {
-    execute(policy, &Callbacks::default(), None, op).await
+    driver::run_fn(policy, &Callbacks::default(), None, op)
+        .instrument(span(policy, None))
+        .await
+}
+
+fn span(policy: &RetryPolicy, name: Option<&str>) -> tracing::Span {
+    tracing::debug_span!(
+        "steadfast.retry",
+        name = name.unwrap_or(""),
+        max_attempts = policy.max_attempts()
+    )
 }
 
 type ClassifyFn<E> = dyn Fn(&E) -> Option<ErrorClass> + Send + Sync;
@@ -73,18 +87,18 @@ type OnGiveUpFn<E> = dyn Fn(&GiveUpEvent<'_, E>) + Send + Sync;
 
 /// Everything a [`Retry`] adds to its policy. All optional, so the plain [`retry`] runs the same
 /// loop with nothing set and nothing allocated.
-struct Callbacks<T, E> {
-    classify: Option<Arc<ClassifyFn<E>>>,
-    check: Option<Arc<CheckFn<T>>>,
-    should_retry: Option<Arc<ShouldRetryFn<E>>>,
-    on_retry: Option<Arc<OnRetryFn<E>>>,
-    on_success: Option<Arc<OnSuccessFn>>,
-    on_give_up: Option<Arc<OnGiveUpFn<E>>>,
-    seed: Option<u64>,
-    name: Option<Cow<'static, str>>,
-    breaker: Option<CircuitBreaker>,
-    budget: Option<RetryBudget>,
-    limit: Option<ConcurrencyLimit>,
+pub(crate) struct Callbacks<T, E> {
+    pub(crate) classify: Option<Arc<ClassifyFn<E>>>,
+    pub(crate) check: Option<Arc<CheckFn<T>>>,
+    pub(crate) should_retry: Option<Arc<ShouldRetryFn<E>>>,
+    pub(crate) on_retry: Option<Arc<OnRetryFn<E>>>,
+    pub(crate) on_success: Option<Arc<OnSuccessFn>>,
+    pub(crate) on_give_up: Option<Arc<OnGiveUpFn<E>>>,
+    pub(crate) seed: Option<u64>,
+    pub(crate) name: Option<Cow<'static, str>>,
+    pub(crate) breaker: Option<CircuitBreaker>,
+    pub(crate) budget: Option<RetryBudget>,
+    pub(crate) limit: Option<ConcurrencyLimit>,
 }
 
 impl<T, E> Default for Callbacks<T, E> {
@@ -146,7 +160,7 @@ impl<T, E> Clone for Callbacks<T, E> {
 ///     async fn call_with_retry(&mut self) -> ToolResult {
 ///         let retry = self.retry.clone();
 ///         // The closure borrows `self` mutably across the await: fine for an async closure.
-///         retry.run(async |_attempt| self.call().await).await.unwrap()
+///         retry.run_mut(async |_attempt| self.call().await).await.unwrap()
 ///     }
 /// }
 ///
@@ -281,7 +295,7 @@ impl<T, E> Retry<T, E> {
     }
 
     /// A veto on retrying an error: called with the error and the number of the attempt that
-    /// would follow; `false` stops at once (reason [`GiveUpReason::Declined`]). It can only stop
+    /// would follow; `false` stops at once (reason [`GiveUpReason::Declined`](crate::GiveUpReason::Declined)). It can only stop
     /// retries that classification allows, never force one.
     ///
     /// ```
@@ -348,7 +362,7 @@ impl<T, E> Retry<T, E> {
     /// dependency).
     ///
     /// The breaker wraps the whole retry loop: an open breaker fails the call at once with
-    /// [`GiveUpReason::CircuitOpen`], without calling the operation or spending budget; the
+    /// [`GiveUpReason::CircuitOpen`](crate::GiveUpReason::CircuitOpen), without calling the operation or spending budget; the
     /// breaker records each call's *final* outcome — so a blip that a retry absorbed never counts
     /// toward opening it — and only failures for which
     /// [`ErrorClass::counts_as_breaker_failure`] holds count. Before each retry the engine checks
@@ -363,7 +377,7 @@ impl<T, E> Retry<T, E> {
     ///     let _ = retry.run(async |_| Err::<(), _>(ErrorClass::from_status(503))).await;
     /// }
     /// let mut called = false;
-    /// let err = retry.run(async |_| { called = true; Ok::<_, ErrorClass>(()) }).await.unwrap_err();
+    /// let err = retry.run_mut(async |_| { called = true; Ok::<_, ErrorClass>(()) }).await.unwrap_err();
     /// assert_eq!((err.reason(), err.attempts(), called), (GiveUpReason::CircuitOpen, 0, false));
     /// # }
     /// ```
@@ -373,7 +387,7 @@ impl<T, E> Retry<T, E> {
     }
 
     /// Draws every retry from a budget shared by all calls to the dependency; each call deposits
-    /// into it. When it is spent the call gives up with [`GiveUpReason::BudgetExhausted`],
+    /// into it. When it is spent the call gives up with [`GiveUpReason::BudgetExhausted`](crate::GiveUpReason::BudgetExhausted),
     /// keeping its last failure.
     ///
     /// ```
@@ -393,7 +407,7 @@ impl<T, E> Retry<T, E> {
 
     /// Limits how many calls may be in their retry phase at once (share one clone among every
     /// caller of the dependency). A call takes a slot at its first retry and keeps it until it
-    /// ends; when none is free it gives up ([`GiveUpReason::ConcurrencyLimit`]) or waits, as
+    /// ends; when none is free it gives up ([`GiveUpReason::ConcurrencyLimit`](crate::GiveUpReason::ConcurrencyLimit)) or waits, as
     /// configured.
     ///
     /// ```
@@ -413,383 +427,144 @@ impl<T, E> Retry<T, E> {
 }
 
 impl<T, E: Classify> Retry<T, E> {
-    /// Runs `op` until it succeeds or the policy gives up.
+    /// Runs `op` until it succeeds or the policy gives up. `op` takes the attempt number and
+    /// returns a future; the returned future is `Send` whenever `op`'s futures are, so it can be
+    /// spawned.
     ///
     /// ```
+    /// use std::sync::Arc;
     /// use steadfast::{Retry, RetryPolicy};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let retry = Retry::new(RetryPolicy::default());
-    /// let v = retry.run(async |attempt| if attempt == 1 { Err("HTTP 502") } else { Ok(attempt) }).await;
-    /// assert_eq!(v.unwrap(), 2);
+    /// let retry = Arc::new(Retry::new(RetryPolicy::default()));
+    /// let task = tokio::spawn({
+    ///     let retry = retry.clone();
+    ///     async move {
+    ///         retry.run(|attempt| async move { if attempt == 1 { Err("HTTP 502") } else { Ok(attempt) } }).await
+    ///     }
+    /// });
+    /// assert_eq!(task.await.unwrap().unwrap(), 2);
     /// # }
     /// ```
-    pub async fn run<F>(&self, op: F) -> Result<T, RetryError<E>>
+    pub async fn run<F, Fut>(&self, op: F) -> Result<T, RetryError<E>>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        driver::run_fn(&self.policy, &self.cb, None, op)
+            .instrument(span(&self.policy, self.cb.name.as_deref()))
+            .await
+    }
+
+    /// Like [`run`](Self::run), for an async closure whose future borrows state mutably across
+    /// awaits — typically `async |n| self.client.call(n).await` on `&mut self`.
+    ///
+    /// Rust cannot yet prove such futures `Send` inside a generic function, so a `run_mut` call
+    /// inside `tokio::spawn` may fail to compile with "`Send` is not general enough"; use
+    /// [`run`](Self::run) there.
+    ///
+    /// ```
+    /// use steadfast::{ErrorClass, Retry, RetryPolicy};
+    ///
+    /// struct Client { sent: u32 }
+    /// impl Client {
+    ///     async fn send(&mut self) -> Result<u32, ErrorClass> {
+    ///         self.sent += 1;
+    ///         if self.sent < 2 { Err(ErrorClass::from_status(503)) } else { Ok(self.sent) }
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let mut client = Client { sent: 0 };
+    /// let retry = Retry::new(RetryPolicy::default());
+    /// assert_eq!(retry.run_mut(async |_| client.send().await).await.unwrap(), 2);
+    /// # }
+    /// ```
+    pub async fn run_mut<F>(&self, op: F) -> Result<T, RetryError<E>>
     where
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
-        execute(&self.policy, &self.cb, None, op).await
+        driver::run_async_fn(&self.policy, &self.cb, None, op)
+            .instrument(span(&self.policy, self.cb.name.as_deref()))
+            .await
     }
 
-    /// Like [`run`](Self::run), stopping as soon as `cancel` fires: before an attempt, during an
-    /// attempt (the attempt's future is dropped) or during a delay. The error then has reason
-    /// [`GiveUpReason::Cancelled`] and keeps the last failure, if there was one.
+    /// Runs with cancellation: the call stops as soon as `token` fires — before an attempt,
+    /// during an attempt (the attempt's future is dropped), while waiting for a retry slot or
+    /// during a delay. The error then has reason [`GiveUpReason::Cancelled`] and keeps the last
+    /// failure, if there was one; a breaker records nothing for a cancelled call.
+    ///
+    /// [`GiveUpReason::Cancelled`]: crate::GiveUpReason::Cancelled
     ///
     /// ```
-    /// use steadfast::{ErrorClass, GiveUpReason, Retry, RetryPolicy};
-    /// use tokio_util::sync::CancellationToken;
+    /// use steadfast::{CancellationToken, ErrorClass, GiveUpReason, Retry, RetryPolicy};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let cancel = CancellationToken::new();
     /// let retry = Retry::new(RetryPolicy::default());
     /// let err = retry
-    ///     .run_cancellable(&cancel, async |_| {
+    ///     .cancel_on(&cancel)
+    ///     .run(|_| {
     ///         cancel.cancel(); // the client hung up while we were failing
-    ///         Err::<(), _>(ErrorClass::from_status(503))
+    ///         async { Err::<(), _>(ErrorClass::from_status(503)) }
     ///     })
     ///     .await
     ///     .unwrap_err();
     /// assert_eq!((err.reason(), err.attempts()), (GiveUpReason::Cancelled, 1));
     /// # }
     /// ```
-    pub async fn run_cancellable<F>(
-        &self,
-        cancel: &CancellationToken,
-        op: F,
-    ) -> Result<T, RetryError<E>>
+    pub fn cancel_on<'a>(&'a self, token: &'a CancellationToken) -> Cancellable<'a, T, E> {
+        Cancellable { retry: self, token }
+    }
+}
+
+/// A [`Retry`] bound to a cancellation token; see [`Retry::cancel_on`].
+pub struct Cancellable<'a, T, E> {
+    retry: &'a Retry<T, E>,
+    token: &'a CancellationToken,
+}
+
+impl<T, E> fmt::Debug for Cancellable<'_, T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cancellable")
+            .field("retry", self.retry)
+            .field("cancelled", &self.token.is_cancelled())
+            .finish()
+    }
+}
+
+impl<T, E: Classify> Cancellable<'_, T, E> {
+    /// [`Retry::run`] with cancellation.
+    ///
+    /// See [`Retry::cancel_on`] for an example.
+    pub async fn run<F, Fut>(&self, op: F) -> Result<T, RetryError<E>>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let r = self.retry;
+        driver::run_fn(&r.policy, &r.cb, Some(self.token), op)
+            .instrument(span(&r.policy, r.cb.name.as_deref()))
+            .await
+    }
+
+    /// [`Retry::run_mut`] with cancellation.
+    ///
+    /// ```
+    /// use steadfast::{CancellationToken, Retry, RetryPolicy};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let token = CancellationToken::new();
+    /// let mut seen = Vec::new();
+    /// let retry = Retry::new(RetryPolicy::default());
+    /// let v = retry.cancel_on(&token).run_mut(async |n| { seen.push(n); Ok::<_, String>(n) }).await;
+    /// assert_eq!((v.unwrap(), seen), (1, vec![1]));
+    /// # }
+    /// ```
+    pub async fn run_mut<F>(&self, op: F) -> Result<T, RetryError<E>>
     where
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
-        execute(&self.policy, &self.cb, Some(cancel), op).await
-    }
-}
-
-/// The last failed outcome, before it is known whether it becomes the returned error.
-enum Last<T, E> {
-    Value(T),
-    Failure(Failure<E>),
-}
-
-impl<T, E> Last<T, E> {
-    fn view(&self) -> Failed<'_, E> {
-        match self {
-            Last::Value(_) => Failed::Value,
-            Last::Failure(Failure::Error(e)) => Failed::Error(e),
-            Last::Failure(Failure::Timeout { after }) => Failed::Timeout(*after),
-            Last::Failure(Failure::Rejected(r)) => Failed::Rejected(r),
-            Last::Failure(_) => Failed::Cancelled,
-        }
-    }
-}
-
-enum Ran<T, E> {
-    Done(Result<T, E>),
-    TimedOut(Duration),
-    Cancelled,
-}
-
-/// One attempt, limited by `limit` and raced against `cancel`. Without either, the operation's
-/// future is awaited directly: no timer, no waiter registration.
-async fn attempt<T, E>(
-    fut: impl Future<Output = Result<T, E>>,
-    limit: Option<Duration>,
-    cancel: Option<&CancellationToken>,
-) -> Ran<T, E> {
-    let limited = async {
-        match limit {
-            Some(d) => match tokio::time::timeout(d, fut).await {
-                Ok(r) => Ran::Done(r),
-                Err(_) => Ran::TimedOut(d),
-            },
-            None => Ran::Done(fut.await),
-        }
-    };
-    match cancel {
-        Some(c) => tokio::select! {
-            biased;
-            _ = c.cancelled() => Ran::Cancelled,
-            r = limited => r,
-        },
-        None => limited.await,
-    }
-}
-
-/// One call's fixed context.
-struct Call<'a, T, E> {
-    policy: &'a RetryPolicy,
-    cb: &'a Callbacks<T, E>,
-    start: Instant,
-}
-
-impl<'a, T, E: Classify> Call<'a, T, E> {
-    fn classify(&self, e: &E) -> ErrorClass {
-        self.cb
-            .classify
-            .as_ref()
-            .and_then(|f| f(e))
-            .unwrap_or_else(|| e.classify())
-    }
-
-    fn retriable(&self, class: &ErrorClass) -> bool {
-        class.kind.is_transient()
-            || (class.kind == ErrorKind::Unknown && self.policy.retry_unknown())
-    }
-
-    fn succeed(&self, attempts: u32, permit: Option<Permit<'a>>, attempt_start: Option<Instant>) {
-        if let Some(p) = permit {
-            match attempt_start {
-                Some(t) => p.success_after(t.elapsed()),
-                None => p.success(),
-            }
-        }
-        if let Some(f) = &self.cb.on_success {
-            f(&SuccessEvent {
-                attempts,
-                elapsed: self.start.elapsed(),
-            });
-        }
-        if attempts > 1 {
-            tracing::debug!(attempts, "succeeded after retry");
-        }
-    }
-
-    /// Ends the call without success. The breaker, if any, records the final outcome — except
-    /// for a cancelled call, whose outcome says nothing about the dependency.
-    fn give_up(
-        &self,
-        reason: GiveUpReason,
-        last: Option<(Last<T, E>, ErrorClass)>,
-        attempts: u32,
-        permit: Option<Permit<'a>>,
-    ) -> Result<T, RetryError<E>> {
-        let elapsed = self.start.elapsed();
-        let (last, class) =
-            last.unwrap_or((Last::Failure(Failure::Cancelled), ErrorClass::cancelled()));
-        if let Some(p) = permit {
-            if reason != GiveUpReason::Cancelled {
-                p.record(class.counts_as_breaker_failure());
-            }
-        }
-        tracing::debug!(
-            attempts,
-            reason = reason.as_str(),
-            code = class.code.as_str(),
-            elapsed_ms = elapsed.as_millis() as u64,
-            "giving up"
-        );
-        if let Some(f) = &self.cb.on_give_up {
-            f(&GiveUpEvent {
-                attempts,
-                elapsed,
-                reason,
-                class: &class,
-                failed: last.view(),
-            });
-        }
-        match last {
-            Last::Value(v) => Ok(v),
-            Last::Failure(failure) => Err(RetryError {
-                reason,
-                failure,
-                class,
-                attempts,
-                elapsed,
-            }),
-        }
-    }
-
-    /// Takes a retry slot if the dependency has a concurrency limit. `Err` means give up.
-    async fn retry_slot(
-        &self,
-        held: &mut Option<RetrySlot>,
-        cancel: Option<&CancellationToken>,
-    ) -> Result<(), GiveUpReason> {
-        let Some(limit) = &self.cb.limit else {
-            return Ok(());
-        };
-        if held.is_some() {
-            return Ok(());
-        }
-        *held = Some(match limit.config().when_full() {
-            WhenFull::GiveUp => limit.try_enter().ok_or(GiveUpReason::ConcurrencyLimit)?,
-            WhenFull::Wait => match cancel {
-                Some(c) => tokio::select! {
-                    biased;
-                    _ = c.cancelled() => return Err(GiveUpReason::Cancelled),
-                    slot = limit.enter() => slot,
-                },
-                None => limit.enter().await,
-            },
-        });
-        Ok(())
-    }
-}
-
-async fn execute<T, E, F>(
-    policy: &RetryPolicy,
-    cb: &Callbacks<T, E>,
-    cancel: Option<&CancellationToken>,
-    op: F,
-) -> Result<T, RetryError<E>>
-where
-    E: Classify,
-    F: AsyncFnMut(u32) -> Result<T, E>,
-{
-    let span = tracing::debug_span!(
-        "steadfast.retry",
-        name = cb.name.as_deref().unwrap_or(""),
-        max_attempts = policy.max_attempts()
-    );
-    run_loop(policy, cb, cancel, op).instrument(span).await
-}
-
-async fn run_loop<T, E, F>(
-    policy: &RetryPolicy,
-    cb: &Callbacks<T, E>,
-    cancel: Option<&CancellationToken>,
-    mut op: F,
-) -> Result<T, RetryError<E>>
-where
-    E: Classify,
-    F: AsyncFnMut(u32) -> Result<T, E>,
-{
-    let call = Call {
-        policy,
-        cb,
-        start: Instant::now(),
-    };
-    // The breaker wraps the whole loop: an open one fails the call before any attempt.
-    let permit = match cb.breaker.as_ref().map(CircuitBreaker::try_acquire) {
-        None => None,
-        Some(Ok(p)) => Some(p),
-        Some(Err(rejected)) => {
-            let class = rejected.class();
-            let last = (Last::Failure(Failure::Rejected(rejected)), class);
-            return call.give_up(GiveUpReason::CircuitOpen, Some(last), 0, None);
-        }
-    };
-    if let Some(budget) = &cb.budget {
-        budget.deposit_at(call.start);
-    }
-    // Slow-call detection needs each attempt's duration; read the clock only if it is on.
-    let timed_attempts = cb
-        .breaker
-        .as_ref()
-        .is_some_and(|b| b.config().slow_call_threshold().is_some());
-    // Created on the first retry, so a call that succeeds at once never touches it.
-    let mut rng: Option<Rng> = None;
-    let mut slot: Option<RetrySlot> = None;
-    let mut previous = policy.base_delay();
-    let mut last: Option<(Last<T, E>, ErrorClass)> = None;
-    let mut n: u32 = 0;
-
-    loop {
-        if cancel.is_some_and(CancellationToken::is_cancelled) {
-            return call.give_up(GiveUpReason::Cancelled, last, n, permit);
-        }
-        if n > 0 && permit.as_ref().is_some_and(|p| !p.is_current()) {
-            // The breaker opened during the delay.
-            return call.give_up(GiveUpReason::CircuitOpen, last, n, permit);
-        }
-        n += 1;
-
-        let budget_left = policy
-            .max_elapsed()
-            .map(|max| max.saturating_sub(call.start.elapsed()));
-        let (limit, budget_bound) = match (policy.attempt_timeout(), budget_left) {
-            (Some(t), Some(b)) if b < t => (Some(b), true),
-            (Some(t), _) => (Some(t), false),
-            (None, Some(b)) => (Some(b), true),
-            (None, None) => (None, false),
-        };
-
-        let attempt_start = timed_attempts.then(Instant::now);
-        let (outcome, class) = match attempt(op(n), limit, cancel).await {
-            Ran::Done(Ok(v)) => match cb.check.as_ref().and_then(|check| check(&v)) {
-                None => {
-                    call.succeed(n, permit, attempt_start);
-                    return Ok(v);
-                }
-                Some(class) => (Last::Value(v), class),
-            },
-            Ran::Done(Err(e)) => {
-                let class = call.classify(&e);
-                (Last::Failure(Failure::Error(e)), class)
-            }
-            Ran::TimedOut(after) => (
-                Last::Failure(Failure::Timeout { after }),
-                ErrorClass::timeout().with_message("attempt timed out"),
-            ),
-            Ran::Cancelled => return call.give_up(GiveUpReason::Cancelled, last, n, permit),
-        };
-
-        let stop = if budget_bound && matches!(outcome, Last::Failure(Failure::Timeout { .. })) {
-            Some(GiveUpReason::TimeBudget)
-        } else if !call.retriable(&class) {
-            Some(GiveUpReason::NonRetriable)
-        } else if n >= policy.max_attempts() {
-            Some(GiveUpReason::Exhausted)
-        } else if let (Some(veto), Last::Failure(Failure::Error(e))) = (&cb.should_retry, &outcome)
-        {
-            (!veto(e, n + 1)).then_some(GiveUpReason::Declined)
-        } else if permit.as_ref().is_some_and(|p| !p.is_current()) {
-            // The breaker opened (or moved on) while this call was failing: stop adding load.
-            Some(GiveUpReason::CircuitOpen)
-        } else {
-            call.retry_slot(&mut slot, cancel).await.err()
-        };
-        if let Some(reason) = stop {
-            return call.give_up(reason, Some((outcome, class)), n, permit);
-        }
-
-        let rng = rng.get_or_insert_with(|| cb.seed.map_or_else(Rng::new, Rng::with_seed));
-        let backoff = policy.backoff_delay(n, previous, rng);
-        previous = backoff;
-        let delay = policy.floor_retry_after(backoff, class.retry_after);
-
-        let elapsed = call.start.elapsed();
-        if policy
-            .max_elapsed()
-            .is_some_and(|max| elapsed.saturating_add(delay) >= max)
-        {
-            return call.give_up(GiveUpReason::TimeBudget, Some((outcome, class)), n, permit);
-        }
-        // Withdraw last, so a retry that is not going to happen spends nothing.
-        if cb.budget.as_ref().is_some_and(|b| !b.try_withdraw()) {
-            return call.give_up(
-                GiveUpReason::BudgetExhausted,
-                Some((outcome, class)),
-                n,
-                permit,
-            );
-        }
-
-        tracing::debug!(
-            attempt = n,
-            delay_ms = delay.as_millis() as u64,
-            code = class.code.as_str(),
-            kind = class.kind.as_str(),
-            "retrying"
-        );
-        if let Some(f) = &cb.on_retry {
-            f(&RetryEvent {
-                attempt: n,
-                delay,
-                class: &class,
-                failed: outcome.view(),
-                elapsed,
-            });
-        }
-        last = Some((outcome, class));
-
-        if !delay.is_zero() {
-            let sleep = tokio::time::sleep(delay);
-            match cancel {
-                Some(c) => tokio::select! {
-                    biased;
-                    _ = c.cancelled() => return call.give_up(GiveUpReason::Cancelled, last, n, permit),
-                    _ = sleep => {}
-                },
-                None => sleep.await,
-            }
-        }
+        let r = self.retry;
+        driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op)
+            .instrument(span(&r.policy, r.cb.name.as_deref()))
+            .await
     }
 }

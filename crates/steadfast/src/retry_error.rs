@@ -98,7 +98,7 @@ pub enum Failure<E> {
     /// The call was cancelled before any attempt produced an outcome.
     Cancelled,
     /// A circuit breaker refused the call before any attempt was made.
-    Rejected(Rejected),
+    Rejected(Box<Rejected>),
 }
 
 impl<E> Failure<E> {
@@ -161,19 +161,44 @@ impl<E: fmt::Display> fmt::Display for Failure<E> {
 /// ```
 #[derive(Debug)]
 pub struct RetryError<E> {
-    pub(crate) reason: GiveUpReason,
-    pub(crate) failure: Failure<E>,
-    pub(crate) class: ErrorClass,
-    pub(crate) attempts: u32,
-    pub(crate) elapsed: Duration,
+    failure: Failure<E>,
+    // Boxed so that `Result<T, RetryError<E>>` stays small on the success path (and under
+    // clippy's `result_large_err`); it is allocated only when a call gives up.
+    meta: Box<Meta>,
+}
+
+#[derive(Debug)]
+struct Meta {
+    reason: GiveUpReason,
+    class: ErrorClass,
+    attempts: u32,
+    elapsed: Duration,
 }
 
 impl<E> RetryError<E> {
+    pub(crate) fn new(
+        reason: GiveUpReason,
+        failure: Failure<E>,
+        class: ErrorClass,
+        attempts: u32,
+        elapsed: Duration,
+    ) -> Self {
+        Self {
+            failure,
+            meta: Box::new(Meta {
+                reason,
+                class,
+                attempts,
+                elapsed,
+            }),
+        }
+    }
+
     /// Why the engine stopped.
     ///
     /// See the type-level example.
     pub fn reason(&self) -> GiveUpReason {
-        self.reason
+        self.meta.reason
     }
 
     /// How the last failure was classified (`CANCELLED` if the call was cancelled before any
@@ -181,21 +206,21 @@ impl<E> RetryError<E> {
     ///
     /// See the type-level example.
     pub fn class(&self) -> &ErrorClass {
-        &self.class
+        &self.meta.class
     }
 
     /// Attempts started, including one cut short by cancellation.
     ///
     /// See the type-level example.
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.meta.attempts
     }
 
     /// Time from the start of the call until it gave up.
     ///
     /// See the type-level example.
     pub fn elapsed(&self) -> Duration {
-        self.elapsed
+        self.meta.elapsed
     }
 
     /// The dependency's `Retry-After`, if the last failure carried one: tells a model when it may
@@ -203,7 +228,7 @@ impl<E> RetryError<E> {
     ///
     /// See the type-level example.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.class.retry_after
+        self.meta.class.retry_after
     }
 
     /// The last failure.
@@ -240,10 +265,10 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
         write!(
             f,
             "gave up after {} attempt{} in {} ({}): {}",
-            self.attempts,
-            if self.attempts == 1 { "" } else { "s" },
-            humantime::format_duration(round_ms(self.elapsed)),
-            self.reason,
+            self.meta.attempts,
+            if self.meta.attempts == 1 { "" } else { "s" },
+            humantime::format_duration(round_ms(self.meta.elapsed)),
+            self.meta.reason,
             self.failure
         )
     }
@@ -261,7 +286,7 @@ impl<E: StdError + 'static> StdError for RetryError<E> {
 
 impl<E> Classify for RetryError<E> {
     fn classify(&self) -> ErrorClass {
-        self.class.clone()
+        self.meta.class.clone()
     }
 }
 
@@ -270,13 +295,13 @@ mod tests {
     use super::*;
 
     fn err(failure: Failure<&'static str>, attempts: u32) -> RetryError<&'static str> {
-        RetryError {
-            reason: GiveUpReason::Exhausted,
+        RetryError::new(
+            GiveUpReason::Exhausted,
             failure,
-            class: ErrorClass::unknown(),
+            ErrorClass::unknown(),
             attempts,
-            elapsed: Duration::from_micros(1_500_400),
-        }
+            Duration::from_micros(1_500_400),
+        )
     }
 
     #[test]
@@ -298,15 +323,23 @@ mod tests {
     }
 
     #[test]
+    fn results_stay_small() {
+        // A `Result<(), RetryError<io::Error>>` is two words, not a 140-byte struct.
+        assert!(
+            std::mem::size_of::<RetryError<std::io::Error>>() <= 3 * std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
     fn source_is_the_original_error() {
         let io = std::io::Error::other("disk on fire");
-        let e = RetryError {
-            reason: GiveUpReason::NonRetriable,
-            failure: Failure::Error(io),
-            class: ErrorClass::unknown(),
-            attempts: 1,
-            elapsed: Duration::ZERO,
-        };
+        let e = RetryError::new(
+            GiveUpReason::NonRetriable,
+            Failure::Error(io),
+            ErrorClass::unknown(),
+            1,
+            Duration::ZERO,
+        );
         assert_eq!(e.source().unwrap().to_string(), "disk on fire");
         assert_eq!(e.into_error().unwrap().to_string(), "disk on fire");
     }

@@ -67,10 +67,22 @@ fn first_attempt_success_allocates_nothing_and_needs_no_runtime() {
     );
 
     let before = allocs();
+    let mut state = 0u64;
     for i in 0..1000u64 {
-        let v = poll_once(retry(&policy, async move |_| Ok::<_, ErrorClass>(i))).unwrap();
+        let v = poll_once(retry(
+            &policy,
+            move |_| async move { Ok::<_, ErrorClass>(i) },
+        ))
+        .unwrap();
         assert_eq!(v, i);
-        let v = poll_once(configured.run(async move |_| Ok(i + 1))).unwrap();
+        let v = poll_once(configured.run(move |_| async move { Ok(i + 1) })).unwrap();
+        assert_eq!(v, i + 1);
+        // The async-closure loop too, borrowing state mutably.
+        let v = poll_once(configured.run_mut(async |_| {
+            state += 1;
+            Ok(state)
+        }))
+        .unwrap();
         assert_eq!(v, i + 1);
     }
     assert_eq!(allocs() - before, 0, "allocations on the success path");

@@ -42,7 +42,7 @@ async fn trace<T, E: steadfast::Classify + Send + 'static>(
     let t0 = Instant::now();
     let mut starts = Vec::new();
     let result = retry
-        .run(async |n| {
+        .run_mut(async |n| {
             starts.push(t0.elapsed());
             outcome(n)
         })
@@ -530,9 +530,8 @@ async fn cancellation_during_a_delay_returns_at_once_with_the_last_error() {
         let cancel = cancel.clone();
         tokio::spawn(async move {
             Retry::new(p)
-                .run_cancellable(&cancel, async |_| {
-                    Err::<(), _>(ErrorClass::from_status(503))
-                })
+                .cancel_on(&cancel)
+                .run_mut(async |_| Err::<(), _>(ErrorClass::from_status(503)))
                 .await
         })
     };
@@ -560,7 +559,8 @@ async fn cancellation_before_the_first_attempt() {
     cancel.cancel();
     let mut calls = 0;
     let err = Retry::new(RetryPolicy::default())
-        .run_cancellable(&cancel, async |_| {
+        .cancel_on(&cancel)
+        .run_mut(async |_| {
             calls += 1;
             Ok::<_, ErrorClass>(())
         })
@@ -590,7 +590,8 @@ async fn cancellation_during_an_attempt_drops_it() {
     let d = dropped.clone();
     let t0 = Instant::now();
     let err = Retry::new(RetryPolicy::default())
-        .run_cancellable(&cancel, async |_| {
+        .cancel_on(&cancel)
+        .run_mut(async |_| {
             let _guard = Flag(d.clone());
             tokio::time::sleep(S(100)).await;
             Ok::<_, ErrorClass>(())
@@ -626,7 +627,7 @@ impl Client {
         &mut self,
         retry: &Retry<usize, ErrorClass>,
     ) -> Result<usize, RetryError<ErrorClass>> {
-        retry.run(async |n| self.send(n).await).await
+        retry.run_mut(async |n| self.send(n).await).await
     }
 }
 
@@ -650,7 +651,7 @@ async fn retry_futures_are_send_and_retry_is_shareable() {
     for i in 0..4u32 {
         let r = r.clone();
         tasks.push(tokio::spawn(async move {
-            r.run(async move |n| {
+            r.run(move |n| async move {
                 if n < 2 {
                     Err(std::io::ErrorKind::ConnectionReset.into())
                 } else {

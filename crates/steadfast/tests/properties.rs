@@ -50,7 +50,7 @@ fn policy() -> impl Strategy<Value = RetryPolicy> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Every delay is within its documented bounds, and never above `max_delay`.
     #[test]

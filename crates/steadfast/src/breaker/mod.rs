@@ -550,11 +550,7 @@ impl CircuitBreaker {
                         self.close(&mut slow, word);
                     }
                 }
-                (CLOSED, true) => {
-                    if self.trips(&mut slow, now) {
-                        self.open(&mut slow, word, false);
-                    }
-                }
+                (CLOSED, true) if self.trips(&mut slow, now) => self.open(&mut slow, word, false),
                 _ => {}
             }
         }
