@@ -74,8 +74,8 @@ mod window;
 
 pub use backoff::{Backoff, CustomBackoff, Delays};
 pub use breaker::{
-    BreakerConfig, BreakerConfigBuilder, BreakerEvent, BreakerState, BreakerStats, CircuitBreaker,
-    Permit, Rejected, SubscriptionId, TripRule,
+    BreakerConfig, BreakerConfigBuilder, BreakerEvent, BreakerRegistry, BreakerState, BreakerStats,
+    CircuitBreaker, Permit, Rejected, SubscriptionId, TripRule,
 };
 pub use budget::{BudgetConfig, BudgetConfigBuilder, RetryBudget};
 pub use classify::{Classify, ErrorClass, ErrorCode, ErrorKind, classify_chain, classify_message};

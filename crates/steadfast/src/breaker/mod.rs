@@ -17,13 +17,18 @@
 //!   closed, finishing after the breaker opened and half-opened) is ignored rather than being
 //!   mistaken for a probe result.
 //! - **Half-open admits at most `half_open_max_calls` probes at once**; the rest are rejected,
-//!   not queued. A probe whose permit is dropped unresolved (a cancelled call) frees its slot.
+//!   not queued. "At once" is literal: a probe from an earlier half-open period that is still
+//!   running keeps its slot until it ends, so the dependency never sees more probes in flight
+//!   than the limit. Every probe frees its slot when resolved or dropped (a cancelled call); a
+//!   probe that never finishes keeps it, so give calls an `attempt_timeout`.
 //! - **Only infrastructure failures count** ([`ErrorClass::counts_as_breaker_failure`]): a 404
 //!   proves the dependency is up.
 
 mod config;
+mod registry;
 
 pub use config::{BreakerConfig, BreakerConfigBuilder, TripRule};
+pub use registry::BreakerRegistry;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -433,7 +438,6 @@ impl CircuitBreaker {
                             // Another thread reopened it between our two reads.
                             break 'decide Err(BreakerState::Open);
                         }
-                        slow.probes_in_flight = 0;
                         slow.probe_successes = 0;
                         word = self.transition(word, HALF_OPEN);
                         self.queue(BreakerEvent::HalfOpened);
@@ -487,7 +491,6 @@ impl CircuitBreaker {
             .saturating_add(u64::try_from(open_for.as_nanos()).unwrap_or(u64::MAX));
         self.inner.open_until.store(until, Ordering::Release);
         slow.failures.clear();
-        slow.probes_in_flight = 0;
         slow.probe_successes = 0;
         self.transition(word, OPEN);
         self.inner.times_opened.fetch_add(1, Ordering::Relaxed);
@@ -505,7 +508,6 @@ impl CircuitBreaker {
     /// Closes the breaker (lock held), forgetting the window.
     fn close(&self, slow: &mut Slow, word: u64) {
         slow.failures.clear();
-        slow.probes_in_flight = 0;
         slow.probe_successes = 0;
         slow.consecutive_opens = 0;
         if let Some(r) = &self.inner.ratio {
@@ -537,6 +539,10 @@ impl CircuitBreaker {
         }
         {
             let mut slow = self.lock();
+            if probe {
+                // A probe frees its slot whatever happened since it was admitted.
+                slow.probes_in_flight = slow.probes_in_flight.saturating_sub(1);
+            }
             let word = self.inner.word.load(Ordering::Acquire);
             if word != generation_word {
                 return; // The breaker moved on since this call was admitted.
@@ -544,7 +550,6 @@ impl CircuitBreaker {
             match (word & STATE_MASK, failed) {
                 (HALF_OPEN, true) => self.open(&mut slow, word, true),
                 (HALF_OPEN, false) => {
-                    slow.probes_in_flight = slow.probes_in_flight.saturating_sub(1);
                     slow.probe_successes += 1;
                     if slow.probe_successes >= self.inner.config.success_threshold() {
                         self.close(&mut slow, word);
@@ -586,11 +591,9 @@ impl CircuitBreaker {
         }
     }
 
-    fn release_probe(&self, generation_word: u64) {
+    fn release_probe(&self) {
         let mut slow = self.lock();
-        if self.inner.word.load(Ordering::Acquire) == generation_word {
-            slow.probes_in_flight = slow.probes_in_flight.saturating_sub(1);
-        }
+        slow.probes_in_flight = slow.probes_in_flight.saturating_sub(1);
     }
 
     /// The current state. An open breaker whose open time has passed reports `HalfOpen`: the
@@ -908,7 +911,7 @@ impl<'a> Permit<'a> {
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if !self.resolved && self.probe {
-            self.breaker.release_probe(self.word);
+            self.breaker.release_probe();
         }
     }
 }

@@ -370,3 +370,29 @@ fn rejection_reads_well() {
     assert_eq!(r.class().retry_after, r.retry_in);
     assert!(!r.class().counts_as_breaker_failure());
 }
+
+#[tokio::test(start_paused = true)]
+async fn probes_from_an_earlier_half_open_period_keep_their_slots() {
+    let b = CircuitBreaker::new(
+        BreakerConfig::builder()
+            .failure_threshold(1)
+            .reset_timeout(S(5))
+            .half_open_max_calls(2)
+            .build()
+            .unwrap(),
+    );
+    fail(&b);
+    advance(S(5)).await;
+    let slow_probe = b.try_acquire().unwrap();
+    b.try_acquire().unwrap().failure(); // reopens
+    advance(S(5)).await;
+    // One slot is still held by the slow probe of the previous period.
+    let p = b.try_acquire().unwrap();
+    assert_eq!(b.try_acquire().unwrap_err().state, BreakerState::HalfOpen);
+    drop(slow_probe);
+    let q = b.try_acquire().unwrap();
+    p.success();
+    q.success();
+    assert_eq!(b.state(), BreakerState::Closed);
+    assert_eq!(b.stats().probes_in_flight, 0);
+}
