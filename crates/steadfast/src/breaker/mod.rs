@@ -252,6 +252,14 @@ struct Ratio {
     failures: RollingCounter,
 }
 
+#[repr(align(128))]
+struct Padded<T>(T);
+
+struct Counters {
+    times_opened: AtomicU64,
+    rejected: AtomicU64,
+}
+
 struct Inner {
     name: Option<Cow<'static, str>>,
     config: BreakerConfig,
@@ -262,8 +270,8 @@ struct Inner {
     open_until: AtomicU64,
     ratio: Option<Ratio>,
     slow: Mutex<Slow>,
-    times_opened: AtomicU64,
-    rejected: AtomicU64,
+    /// Written on every rejection: kept off the cache line of the read-mostly `word`.
+    counters: Padded<Counters>,
     subscribers: RwLock<Vec<(u64, Subscriber)>>,
     has_subscribers: AtomicBool,
     next_subscriber: AtomicU64,
@@ -354,8 +362,10 @@ impl CircuitBreaker {
                 word: AtomicU64::new(CLOSED),
                 open_until: AtomicU64::new(0),
                 ratio,
-                times_opened: AtomicU64::new(0),
-                rejected: AtomicU64::new(0),
+                counters: Padded(Counters {
+                    times_opened: AtomicU64::new(0),
+                    rejected: AtomicU64::new(0),
+                }),
                 subscribers: RwLock::new(Vec::new()),
                 has_subscribers: AtomicBool::new(false),
                 next_subscriber: AtomicU64::new(0),
@@ -402,6 +412,7 @@ impl CircuitBreaker {
     /// `half_open_max_calls` probes are in flight. Isolated: always rejected.
     ///
     /// See [`CircuitBreaker`] for an example.
+    #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, Rejected> {
         let word = self.inner.word.load(Ordering::Acquire);
         if word & STATE_MASK == CLOSED {
@@ -461,7 +472,11 @@ impl CircuitBreaker {
     }
 
     fn reject(&self, state: BreakerState, retry_in: Option<Duration>) -> Rejected {
-        self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .counters
+            .0
+            .rejected
+            .fetch_add(1, Ordering::Relaxed);
         self.queue(BreakerEvent::Rejected { state });
         self.deliver();
         Rejected {
@@ -493,7 +508,11 @@ impl CircuitBreaker {
         slow.failures.clear();
         slow.probe_successes = 0;
         self.transition(word, OPEN);
-        self.inner.times_opened.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .counters
+            .0
+            .times_opened
+            .fetch_add(1, Ordering::Relaxed);
         tracing::debug!(
             breaker = self.name().unwrap_or(""),
             open_ms = open_for.as_millis() as u64,
@@ -519,10 +538,19 @@ impl CircuitBreaker {
         self.queue(BreakerEvent::Closed);
     }
 
+    #[inline]
     fn record(&self, generation_word: u64, probe: bool, failed: bool) {
-        let closed_success = !probe && !failed;
-        if closed_success {
-            // The fast path: nothing to do for the count rule; one bucket update for the ratio rule.
+        if !probe && !failed && self.inner.ratio.is_none() {
+            // The fast path: a success in the closed state changes nothing under the count rule.
+            return;
+        }
+        self.record_slow(generation_word, probe, failed);
+    }
+
+    #[inline(never)]
+    fn record_slow(&self, generation_word: u64, probe: bool, failed: bool) {
+        if !probe && !failed {
+            // Ratio rule: one bucket update.
             if let Some(r) = &self.inner.ratio {
                 if self.inner.word.load(Ordering::Acquire) == generation_word {
                     r.calls.add(self.now(), 1);
@@ -653,8 +681,8 @@ impl CircuitBreaker {
             open_remaining: (state == BreakerState::Open)
                 .then(|| self.open_remaining())
                 .flatten(),
-            times_opened: self.inner.times_opened.load(Ordering::Relaxed),
-            rejected: self.inner.rejected.load(Ordering::Relaxed),
+            times_opened: self.inner.counters.0.times_opened.load(Ordering::Relaxed),
+            rejected: self.inner.counters.0.rejected.load(Ordering::Relaxed),
         }
     }
 
@@ -827,6 +855,7 @@ impl fmt::Debug for Permit<'_> {
 }
 
 impl<'a> Permit<'a> {
+    #[inline]
     fn new(breaker: &'a CircuitBreaker, word: u64, probe: bool) -> Self {
         Self {
             breaker,
@@ -860,6 +889,7 @@ impl<'a> Permit<'a> {
     /// The call succeeded.
     ///
     /// See [`Permit`] for an example.
+    #[inline]
     pub fn success(self) {
         self.record(false);
     }
@@ -867,6 +897,7 @@ impl<'a> Permit<'a> {
     /// The call failed in a way that counts against the breaker.
     ///
     /// See [`CircuitBreaker`] for an example.
+    #[inline]
     pub fn failure(self) {
         self.record(true);
     }
@@ -879,6 +910,7 @@ impl<'a> Permit<'a> {
     /// breaker.try_acquire().unwrap().record(class.counts_as_breaker_failure());
     /// assert_eq!(breaker.stats().failures_in_window, 0);
     /// ```
+    #[inline]
     pub fn record(mut self, failed: bool) {
         self.resolved = true;
         self.breaker.record(self.word, self.probe, failed);
@@ -909,6 +941,7 @@ impl<'a> Permit<'a> {
 }
 
 impl Drop for Permit<'_> {
+    #[inline]
     fn drop(&mut self) {
         if !self.resolved && self.probe {
             self.breaker.release_probe();
