@@ -67,12 +67,12 @@ fn bench_closed(c: &mut Criterion) {
         }
     };
     let recloser_op = || {
-        let _ = black_box(&rc).call(|| Ok::<_, ()>(black_box(())));
+        let _ = black_box(&rc).call(|| Ok::<_, ()>(black_box(1u8)));
     };
     let failsafe_op = || {
         let fs = black_box(&fs);
         if failsafe::CircuitBreaker::is_call_permitted(fs) {
-            let _ = failsafe::CircuitBreaker::call(fs, || Ok::<_, ()>(black_box(())));
+            let _ = failsafe::CircuitBreaker::call(fs, || Ok::<_, ()>(black_box(1u8)));
         }
     };
     let bare_op = || {
