@@ -44,6 +44,29 @@
 //! - [`parse_retry_after`]: both forms of `Retry-After`.
 //! - [`retry`], [`Retry`]: the engine; [`RetryError`] and [`GiveUpReason`]: how it ends;
 //!   [`RetryEvent`], [`SuccessEvent`], [`GiveUpEvent`]: what the hooks see.
+//! - [`CircuitBreaker`] and [`BreakerRegistry`]: stop calling a dependency that is down.
+//! - [`RetryBudget`]: keep retries a bounded share of a dependency's traffic.
+//! - [`ConcurrencyLimit`]: cap how many calls retry at once.
+//!
+//! # Guarding a dependency
+//!
+//! ```
+//! use steadfast::{BreakerConfig, BudgetConfig, CircuitBreaker, ErrorClass, Retry, RetryBudget, RetryPolicy};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), steadfast::PolicyError> {
+//! // One breaker and one budget per dependency, shared by every call to it.
+//! let breaker = CircuitBreaker::named("search-api", BreakerConfig::builder().failure_threshold(5).build()?);
+//! let budget = RetryBudget::new(BudgetConfig::builder().retry_ratio(0.1).build()?);
+//! let retry = Retry::new(RetryPolicy::default()).breaker(breaker.clone()).budget(budget);
+//!
+//! let v = retry.run(|attempt| async move {
+//!     if attempt == 1 { Err(ErrorClass::from_status(503)) } else { Ok("results") }
+//! }).await.unwrap();
+//! assert_eq!(v, "results");
+//! // The breaker saw one successful call: the 503 was absorbed by the retry.
+//! assert_eq!(breaker.stats().failures_in_window, 0);
+//! # Ok(()) }
+//! ```
 //!
 //! # Conventions
 //! - Attempts include the first: `max_attempts = 3` is one call and up to two retries.
