@@ -7,7 +7,10 @@ use std::cell::Cell;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use steadfast::{ErrorClass, Retry, RetryPolicy, retry};
+use steadfast::{
+    BreakerConfig, BudgetConfig, CircuitBreaker, ErrorClass, Retry, RetryBudget, RetryPolicy,
+    TripRule, retry,
+};
 
 struct Counting;
 
@@ -56,7 +59,26 @@ fn first_attempt_success_allocates_nothing_and_needs_no_runtime() {
         .on_success(|_| {})
         .on_give_up(|_| {});
 
+    // Guarded by a breaker (both trip rules) and a budget: still nothing allocated.
+    let guarded = Retry::<u64, ErrorClass>::new(policy.clone())
+        .breaker(CircuitBreaker::new(BreakerConfig::default()))
+        .budget(RetryBudget::new(BudgetConfig::default()));
+    let ratio = Retry::<u64, ErrorClass>::new(policy.clone()).breaker(CircuitBreaker::new(
+        BreakerConfig::builder()
+            .trip(TripRule::Ratio)
+            .build()
+            .unwrap(),
+    ));
+
     // Warm up: tracing registers its callsites on first use.
+    assert_eq!(
+        poll_once(guarded.run(|n| async move { Ok(u64::from(n)) })).unwrap(),
+        1
+    );
+    assert_eq!(
+        poll_once(ratio.run(|n| async move { Ok(u64::from(n)) })).unwrap(),
+        1
+    );
     assert_eq!(
         poll_once(retry(&policy, async |n| Ok::<_, ErrorClass>(u64::from(n)))).unwrap(),
         1
@@ -77,6 +99,14 @@ fn first_attempt_success_allocates_nothing_and_needs_no_runtime() {
         assert_eq!(v, i);
         let v = poll_once(configured.run(move |_| async move { Ok(i + 1) })).unwrap();
         assert_eq!(v, i + 1);
+        assert_eq!(
+            poll_once(guarded.run(move |_| async move { Ok(i) })).unwrap(),
+            i
+        );
+        assert_eq!(
+            poll_once(ratio.run(move |_| async move { Ok(i) })).unwrap(),
+            i
+        );
         // The async-closure loop too, borrowing state mutably.
         let v = poll_once(configured.run_mut(async |_| {
             state += 1;
