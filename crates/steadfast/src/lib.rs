@@ -93,6 +93,7 @@ mod policy;
 mod retry;
 mod retry_after;
 mod retry_error;
+mod sanitize;
 mod window;
 
 pub use backoff::{Backoff, CustomBackoff, Delays};
@@ -111,6 +112,7 @@ pub use retry_after::{
     RetryAfterError, parse_retry_after, parse_retry_after_at, retry_after_from_headers,
 };
 pub use retry_error::{Failure, GiveUpReason, RetryError};
+pub use sanitize::{BUILTIN_RULES, Rule, Sanitizer, sanitize};
 
 /// Re-exported so callers can name the token [`Retry::cancel_on`] takes without adding
 /// `tokio-util` themselves.
