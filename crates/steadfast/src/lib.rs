@@ -89,6 +89,7 @@ mod concurrency;
 mod driver;
 mod hooks;
 mod jitter;
+mod llm_error;
 mod policy;
 mod retry;
 mod retry_after;
@@ -106,6 +107,7 @@ pub use classify::{Classify, ErrorClass, ErrorCode, ErrorKind, classify_chain, c
 pub use concurrency::{ConcurrencyConfig, ConcurrencyLimit, RetrySlot, WhenFull};
 pub use hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
 pub use jitter::{Jitter, Rng};
+pub use llm_error::{LlmError, LlmErrorCode, MAX_MESSAGE_CHARS};
 pub use policy::{Limit, PolicyError, RetryPolicy, RetryPolicyBuilder};
 pub use retry::{Retry, retry};
 pub use retry_after::{

@@ -260,14 +260,14 @@ pub const BUILTIN_RULES: &[Rule] = &[
     // `key=value`: query strings and env; the value stops at `&`.
     Rule::builtin(
         "key-value",
-        r#"(?i)(?P<KEEP>["']?\b(?:password|passwd|pwd|pass|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|session[_-]?(?:id|token)|private[_-]?key|aws_secret_access_key|token|signature|sig)["']?\s*=\s*["']?)[^\s"'&,;}<>]+"#,
+        r#"(?i)(?P<KEEP>["']?\b(?:password|passwd|pwd|pass|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|session[_-]?(?:id|token)|private[_-]?key|aws_secret_access_key|token|signature|sig)["']?\s*=\s*["']?)[^\s"'&,;}<>)\]\[][^\s"'&,;}<>)\]]*"#,
         "[redacted]",
         None,
     ),
     // `key: value`: prose and YAML; the value may contain `&`, and must look like a secret.
     Rule::builtin(
         "key-colon-value",
-        r#"(?i)(?P<KEEP>["']?\b(?:password|passwd|pwd|pass|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|session[_-]?(?:id|token)|private[_-]?key|aws_secret_access_key|token|signature|sig)["']?\s*:\s*["']?)[^\s"',;}<>]+"#,
+        r#"(?i)(?P<KEEP>["']?\b(?:password|passwd|pwd|pass|secret|client[_-]?secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|access[_-]?token|refresh[_-]?token|id[_-]?token|auth[_-]?token|session[_-]?(?:id|token)|private[_-]?key|aws_secret_access_key|token|signature|sig)["']?\s*:\s*["']?)[^\s"',;}<>)\]\[][^\s"',;}<>)\]]*"#,
         "[redacted]",
         Some(looks_like_secret_value),
     ),
