@@ -6,8 +6,10 @@
 //! [`LlmError`](crate::LlmError) passes through [`sanitize`].
 //!
 //! The rules live in one table, [`BUILTIN_RULES`]. They are compiled once into a single regular
-//! expression (an alternation of every rule), so sanitizing is one pass over the text, linear in
-//! its length whatever it contains (the `regex` crate guarantees linear time), and never panics.
+//! expression (an alternation of every rule, without capture groups), so finding what to redact
+//! is one pass over the text, linear in its length whatever it contains (the `regex` crate
+//! guarantees linear time), and never panics. Only the spans found are then looked at again, by
+//! the one rule that won each, to pull out what to keep.
 //! Rules that need judgment beyond a pattern (an API-key shape must contain a digit; a value
 //! after `password:` in prose must look like a secret) carry a small check that runs only on
 //! matches; a match that fails its check is left as it was.
@@ -18,13 +20,13 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::LazyLock;
 
-use regex::{Captures, Regex};
+use regex::Regex;
 
 /// One redaction rule.
 ///
 /// `pattern` is a regular expression (the `regex` crate's syntax). It may contain a group named
 /// `KEEP` — text kept before the replacement (a key name, `Bearer `) — and a group named `TAIL`,
-/// kept after it. Names are rewritten when rules are combined, so every rule may use them.
+/// kept after it.
 ///
 /// ```
 /// use steadfast::{Rule, Sanitizer};
@@ -274,9 +276,8 @@ pub const BUILTIN_RULES: &[Rule] = &[
 ];
 
 struct Compiled {
-    whole: usize,
-    keep: Option<usize>,
-    tail: Option<usize>,
+    /// The rule alone, with its `KEEP` / `TAIL` groups: used only on the spans it won.
+    regex: Regex,
     replacement: Cow<'static, str>,
     check: Option<fn(&str) -> bool>,
 }
@@ -288,7 +289,10 @@ struct Compiled {
 /// assert_eq!(s.sanitize("call with Bearer abc123def456ghi789"), "call with Bearer [redacted]");
 /// ```
 pub struct Sanitizer {
-    regex: Regex,
+    /// Every rule in one alternation, without capture groups: the single scan over the text.
+    finder: Regex,
+    /// The same rules as a set: which of them match a span found by the scan.
+    set: regex::RegexSet,
     rules: Vec<Compiled>,
 }
 
@@ -343,34 +347,36 @@ impl Sanitizer {
     /// ```
     pub fn compile(rules: impl IntoIterator<Item = Rule>) -> Result<Sanitizer, regex::Error> {
         let rules: Vec<Rule> = rules.into_iter().collect();
-        let mut pattern = String::new();
-        for (i, rule) in rules.iter().enumerate() {
-            if i > 0 {
-                pattern.push('|');
-            }
-            let inner = rule
-                .pattern
-                .replace("(?P<KEEP>", &format!("(?P<k{i}>"))
-                .replace("(?P<TAIL>", &format!("(?P<t{i}>"));
-            pattern.push_str(&format!("(?P<r{i}>{inner})"));
-        }
-        let regex = regex::RegexBuilder::new(&pattern)
+        let alternation = rules
+            .iter()
+            .map(|r| {
+                let bare = r
+                    .pattern
+                    .replace("(?P<KEEP>", "(?:")
+                    .replace("(?P<TAIL>", "(?:");
+                format!("(?:{bare})")
+            })
+            .collect::<Vec<_>>()
+            .join("|");
+        let finder = regex::RegexBuilder::new(&alternation)
             .size_limit(64 << 20)
             .build()?;
-        let index = |name: String| regex.capture_names().position(|n| n == Some(name.as_str()));
+        let set = regex::RegexSetBuilder::new(rules.iter().map(|r| r.pattern.as_ref()))
+            .size_limit(64 << 20)
+            .build()?;
         let compiled = rules
             .into_iter()
-            .enumerate()
-            .map(|(i, rule)| Compiled {
-                whole: index(format!("r{i}")).expect("every rule has its group"),
-                keep: index(format!("k{i}")),
-                tail: index(format!("t{i}")),
-                replacement: rule.replacement,
-                check: rule.check,
+            .map(|rule| {
+                Ok(Compiled {
+                    regex: Regex::new(&rule.pattern)?,
+                    replacement: rule.replacement,
+                    check: rule.check,
+                })
             })
-            .collect();
+            .collect::<Result<_, regex::Error>>()?;
         Ok(Sanitizer {
-            regex,
+            finder,
+            set,
             rules: compiled,
         })
     }
@@ -379,35 +385,48 @@ impl Sanitizer {
     ///
     /// See [`Sanitizer`] for an example.
     pub fn sanitize<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        self.regex
-            .replace_all(text, |caps: &Captures<'_>| self.replace(caps))
+        let mut matches = self.finder.find_iter(text).peekable();
+        if matches.peek().is_none() {
+            return Cow::Borrowed(text);
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for m in matches {
+            out.push_str(&text[last..m.start()]);
+            self.replace(text, m.start(), m.end(), &mut out);
+            last = m.end();
+        }
+        out.push_str(&text[last..]);
+        Cow::Owned(out)
     }
 
-    fn replace(&self, caps: &Captures<'_>) -> String {
-        let Some((rule, whole)) = self
-            .rules
-            .iter()
-            .find_map(|r| caps.get(r.whole).map(|m| (r, m)))
-        else {
-            return caps[0].to_owned();
+    /// Writes the replacement for the span `[start, end)` that the scan matched. The rule that
+    /// won it is the first that matches exactly that span (the alternation is leftmost-first);
+    /// its own regex, run on the span with the text before it as context, gives the groups.
+    fn replace(&self, text: &str, start: usize, end: usize, out: &mut String) {
+        let window = &text[..end];
+        let candidates = self.set.matches_at(window, start);
+        let found = candidates.iter().find_map(|i| {
+            let rule = &self.rules[i];
+            let caps = rule.regex.captures_at(window, start)?;
+            let whole = caps.get(0)?;
+            (whole.start() == start && whole.end() == end).then_some((rule, caps))
+        });
+        let Some((rule, caps)) = found else {
+            // Cannot happen with well-formed rules; redact rather than leak.
+            out.push_str("[redacted]");
+            return;
         };
-        let keep = rule.keep.and_then(|i| caps.get(i));
-        let tail = rule.tail.and_then(|i| caps.get(i));
-        let start = keep.map_or(whole.start(), |m| m.end());
-        let end = tail.map_or(whole.end(), |m| m.start());
-        let secret = caps
-            .get_match()
-            .as_str()
-            .get(start - whole.start()..end - whole.start())
-            .unwrap_or("");
+        let keep = caps.name("KEEP");
+        let tail = caps.name("TAIL");
+        let secret = &text[keep.map_or(start, |m| m.end())..tail.map_or(end, |m| m.start())];
         if rule.check.is_some_and(|check| !check(secret)) {
-            return whole.as_str().to_owned();
+            out.push_str(&text[start..end]);
+            return;
         }
-        let mut out = String::with_capacity(whole.len().min(64));
         out.push_str(keep.map_or("", |m| m.as_str()));
         out.push_str(&rule.replacement);
         out.push_str(tail.map_or("", |m| m.as_str()));
-        out
     }
 }
 
