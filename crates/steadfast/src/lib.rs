@@ -47,6 +47,8 @@
 //! - [`CircuitBreaker`] and [`BreakerRegistry`]: stop calling a dependency that is down.
 //! - [`RetryBudget`]: keep retries a bounded share of a dependency's traffic.
 //! - [`ConcurrencyLimit`]: cap how many calls retry at once.
+//! - [`LlmError`]: the structured, sanitized error a model receives ([`RetryError::to_llm_error`]).
+//! - [`sanitize`], [`Sanitizer`], [`BUILTIN_RULES`]: redaction of secrets and internals.
 //!
 //! # Guarding a dependency
 //!
