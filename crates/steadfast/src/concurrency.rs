@@ -137,7 +137,10 @@ impl fmt::Debug for ConcurrencyLimit {
 
 /// A slot in the retry phase, released when dropped.
 #[derive(Debug)]
-pub struct RetrySlot(#[allow(dead_code)] OwnedSemaphorePermit);
+pub struct RetrySlot {
+    // Held only for its `Drop`, which returns the slot.
+    _permit: OwnedSemaphorePermit,
+}
 
 impl ConcurrencyLimit {
     /// A limit with this configuration.
@@ -164,7 +167,8 @@ impl ConcurrencyLimit {
     ///
     /// See [`ConcurrencyLimit`] for an example.
     pub fn try_enter(&self) -> Option<RetrySlot> {
-        self.slots.clone().try_acquire_owned().ok().map(RetrySlot)
+        let permit = self.slots.clone().try_acquire_owned().ok()?;
+        Some(RetrySlot { _permit: permit })
     }
 
     /// Waits for a slot.
@@ -180,7 +184,9 @@ impl ConcurrencyLimit {
     pub async fn enter(&self) -> RetrySlot {
         // The semaphore is never closed, so acquiring cannot fail.
         let permit = self.slots.clone().acquire_owned().await;
-        RetrySlot(permit.unwrap_or_else(|_| unreachable!("the retry semaphore is never closed")))
+        RetrySlot {
+            _permit: permit.unwrap_or_else(|_| unreachable!("the retry semaphore is never closed")),
+        }
     }
 
     /// Free slots.
