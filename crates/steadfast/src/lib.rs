@@ -90,6 +90,7 @@ mod classify;
 mod concurrency;
 mod driver;
 mod hooks;
+mod idempotency;
 mod jitter;
 mod llm_error;
 mod policy;
@@ -108,6 +109,9 @@ pub use budget::{BudgetConfig, BudgetConfigBuilder, RetryBudget};
 pub use classify::{Classify, ErrorClass, ErrorCode, ErrorKind, classify_chain, classify_message};
 pub use concurrency::{ConcurrencyConfig, ConcurrencyLimit, RetrySlot, WhenFull};
 pub use hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
+pub use idempotency::{
+    IdempotencyStore, MemoryStore, OnceError, RunOnce, canonical_json, idempotency_key,
+};
 pub use jitter::{Jitter, Rng};
 pub use llm_error::{LlmError, LlmErrorCode, MAX_MESSAGE_CHARS};
 pub use policy::{Limit, PolicyError, RetryPolicy, RetryPolicyBuilder};
