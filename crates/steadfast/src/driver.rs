@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 use crate::hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
 use crate::retry::Callbacks;
 use crate::retry_error::{Failure, GiveUpReason, RetryError};
-use crate::{Classify, ErrorClass, ErrorKind, Permit, RetryPolicy, RetrySlot, Rng, WhenFull};
+use crate::{
+    Classify, ErrorClass, ErrorKind, LlmErrorCode, Permit, RetryPolicy, RetrySlot, Rng, WhenFull,
+};
 
 /// What a finished call returns.
 pub(crate) type Done<T, E> = Result<T, RetryError<E>>;
@@ -244,6 +246,9 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             return ControlFlow::Break(self.give_up(GiveUpReason::BudgetExhausted));
         }
 
+        if let Some(m) = &self.cb.metrics {
+            m.record_retry();
+        }
         if let Some((outcome, class)) = &self.last {
             tracing::debug!(
                 attempt = n,
@@ -306,6 +311,9 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
                 None => p.success(),
             }
         }
+        if let Some(m) = &self.cb.metrics {
+            m.record_success(self.n);
+        }
         if let Some(f) = &self.cb.on_success {
             f(&SuccessEvent {
                 attempts: self.n,
@@ -339,6 +347,9 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             elapsed_ms = elapsed.as_millis() as u64,
             "giving up"
         );
+        if let Some(m) = &self.cb.metrics {
+            m.record_failure(attempts, LlmErrorCode::for_outcome(&class, Some(reason)));
+        }
         if let Some(f) = &self.cb.on_give_up {
             f(&GiveUpEvent {
                 attempts,

@@ -93,6 +93,7 @@ mod hooks;
 mod idempotency;
 mod jitter;
 mod llm_error;
+mod metrics;
 mod policy;
 mod retry;
 mod retry_after;
@@ -114,6 +115,9 @@ pub use idempotency::{
 };
 pub use jitter::{Jitter, Rng};
 pub use llm_error::{LlmError, LlmErrorCode, MAX_MESSAGE_CHARS};
+pub use metrics::{
+    Metrics, MetricsSnapshot, ROLLING_WINDOW, ToolMetrics, ToolSnapshot, WindowSnapshot,
+};
 pub use policy::{Limit, PolicyError, RetryPolicy, RetryPolicyBuilder};
 pub use retry::{Retry, retry};
 pub use retry_after::{

@@ -21,7 +21,9 @@ pub const MAX_MESSAGE_CHARS: usize = 500;
 /// use steadfast::LlmErrorCode;
 /// assert_eq!(serde_json::to_string(&LlmErrorCode::CircuitOpen).unwrap(), "\"CIRCUIT_OPEN\"");
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum LlmErrorCode {
@@ -94,6 +96,25 @@ impl LlmErrorCode {
                 "Do not retry this tool until the circuit closes (see retryAfterMs); use another tool or tell the user the service is unavailable"
             }
             Self::Cancelled => "No action needed; the call was cancelled by the caller",
+        }
+    }
+}
+
+impl LlmErrorCode {
+    /// The code for a call that ended with `class`, for `reason` if it gave up.
+    pub(crate) fn for_outcome(class: &ErrorClass, reason: Option<GiveUpReason>) -> Self {
+        match (reason, class.kind) {
+            (Some(GiveUpReason::Cancelled), _) => LlmErrorCode::Cancelled,
+            (_, _) if class.code == crate::ErrorCode::CIRCUIT_OPEN => LlmErrorCode::CircuitOpen,
+            (Some(GiveUpReason::CircuitOpen), _) => LlmErrorCode::CircuitOpen,
+            (_, ErrorKind::RateLimited) => LlmErrorCode::RateLimited,
+            (_, ErrorKind::Timeout) => LlmErrorCode::Timeout,
+            (_, ErrorKind::Retriable) => LlmErrorCode::ServiceUnavailable,
+            (_, ErrorKind::NonRetriable) if class.code == crate::ErrorCode::CANCELLED => {
+                LlmErrorCode::Cancelled
+            }
+            (_, ErrorKind::NonRetriable) => LlmErrorCode::InvalidRequest,
+            (_, ErrorKind::Unknown) => LlmErrorCode::UnknownError,
         }
     }
 }
@@ -200,19 +221,7 @@ impl LlmError {
     }
 
     fn build(class: &ErrorClass, detail: Option<&str>, reason: Option<GiveUpReason>) -> Self {
-        let code = match (reason, class.kind) {
-            (Some(GiveUpReason::Cancelled), _) => LlmErrorCode::Cancelled,
-            (_, _) if class.code == crate::ErrorCode::CIRCUIT_OPEN => LlmErrorCode::CircuitOpen,
-            (Some(GiveUpReason::CircuitOpen), _) => LlmErrorCode::CircuitOpen,
-            (_, ErrorKind::RateLimited) => LlmErrorCode::RateLimited,
-            (_, ErrorKind::Timeout) => LlmErrorCode::Timeout,
-            (_, ErrorKind::Retriable) => LlmErrorCode::ServiceUnavailable,
-            (_, ErrorKind::NonRetriable) if class.code == crate::ErrorCode::CANCELLED => {
-                LlmErrorCode::Cancelled
-            }
-            (_, ErrorKind::NonRetriable) => LlmErrorCode::InvalidRequest,
-            (_, ErrorKind::Unknown) => LlmErrorCode::UnknownError,
-        };
+        let code = LlmErrorCode::for_outcome(class, reason);
         let mut e = Self::new(code);
         match code {
             LlmErrorCode::InvalidRequest => {

@@ -40,6 +40,7 @@ use crate::hooks::{GiveUpEvent, RetryEvent, SuccessEvent};
 use crate::retry_error::RetryError;
 use crate::{
     CircuitBreaker, Classify, ConcurrencyLimit, ErrorClass, ErrorCode, RetryBudget, RetryPolicy,
+    ToolMetrics,
 };
 
 /// Runs `op` under `policy`, classifying errors with their [`Classify`] implementation.
@@ -99,6 +100,7 @@ pub(crate) struct Callbacks<T, E> {
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) limit: Option<ConcurrencyLimit>,
+    pub(crate) metrics: Option<ToolMetrics>,
 }
 
 impl<T, E> Default for Callbacks<T, E> {
@@ -115,6 +117,7 @@ impl<T, E> Default for Callbacks<T, E> {
             breaker: None,
             budget: None,
             limit: None,
+            metrics: None,
         }
     }
 }
@@ -133,6 +136,7 @@ impl<T, E> Clone for Callbacks<T, E> {
             breaker: self.breaker.clone(),
             budget: self.budget.clone(),
             limit: self.limit.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -382,6 +386,9 @@ impl<T, E> Retry<T, E> {
     /// # }
     /// ```
     pub fn breaker(mut self, breaker: CircuitBreaker) -> Self {
+        if let Some(m) = &self.cb.metrics {
+            m.attach_breaker(&breaker);
+        }
         self.cb.breaker = Some(breaker);
         self
     }
@@ -422,6 +429,18 @@ impl<T, E> Retry<T, E> {
     /// ```
     pub fn concurrency_limit(mut self, limit: ConcurrencyLimit) -> Self {
         self.cb.limit = Some(limit);
+        self
+    }
+
+    /// Counts every call, attempt, retry and outcome into `metrics`. Independent of the hooks,
+    /// so `on_retry` and friends stay free for your own use.
+    ///
+    /// See [`ToolMetrics`] for an example.
+    pub fn metrics(mut self, metrics: ToolMetrics) -> Self {
+        if let Some(b) = &self.cb.breaker {
+            metrics.attach_breaker(b);
+        }
+        self.cb.metrics = Some(metrics);
         self
     }
 }
