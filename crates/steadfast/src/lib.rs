@@ -99,6 +99,7 @@ mod retry;
 mod retry_after;
 mod retry_error;
 mod sanitize;
+mod tool_set;
 mod window;
 
 pub use backoff::{Backoff, CustomBackoff, Delays};
@@ -125,6 +126,10 @@ pub use retry_after::{
 };
 pub use retry_error::{Failure, GiveUpReason, RetryError};
 pub use sanitize::{BUILTIN_RULES, Rule, Sanitizer, sanitize};
+pub use tool_set::{
+    FailureMode, ToolError, ToolErrorKind, ToolFuture, ToolOptions, ToolSet, ToolSetBuilder,
+    ToolSetError,
+};
 
 /// Re-exported so callers can name the token [`Retry::cancel_on`] takes without adding
 /// `tokio-util` themselves.

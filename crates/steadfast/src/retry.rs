@@ -432,6 +432,10 @@ impl<T, E> Retry<T, E> {
         self
     }
 
+    pub(crate) fn has_breaker(&self) -> bool {
+        self.cb.breaker.is_some()
+    }
+
     /// Counts every call, attempt, retry and outcome into `metrics`. Independent of the hooks,
     /// so `on_retry` and friends stay free for your own use.
     ///
