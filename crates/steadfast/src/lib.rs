@@ -100,12 +100,14 @@ mod retry_after;
 mod retry_error;
 mod sanitize;
 mod tool_set;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod window;
 
 pub use backoff::{Backoff, CustomBackoff, Delays};
 pub use breaker::{
     BreakerConfig, BreakerConfigBuilder, BreakerEvent, BreakerRegistry, BreakerState, BreakerStats,
-    CircuitBreaker, Permit, Rejected, SubscriptionId, TripRule,
+    CircuitBreaker, OwnedPermit, Permit, Rejected, SubscriptionId, TripRule,
 };
 pub use budget::{BudgetConfig, BudgetConfigBuilder, RetryBudget};
 pub use classify::{Classify, ErrorClass, ErrorCode, ErrorKind, classify_chain, classify_message};

@@ -132,11 +132,11 @@ impl ToolMetrics {
     /// assert_eq!(m.snapshot().breaker.unwrap().state, BreakerState::Isolated);
     /// ```
     pub fn attach_breaker(&self, breaker: &CircuitBreaker) {
-        if self.inner.breaker.set(breaker.clone()).is_err() {
-            return;
-        }
+        let first = self.inner.breaker.set(breaker.clone()).is_ok();
+        #[cfg(not(feature = "metrics"))]
+        let _ = first;
         #[cfg(feature = "metrics")]
-        {
+        if first {
             let name = self.inner.name.clone();
             let gauge = move |state: crate::BreakerState| {
                 let value = match state {

@@ -25,9 +25,11 @@
 //!   proves the dependency is up.
 
 mod config;
+mod owned;
 mod registry;
 
 pub use config::{BreakerConfig, BreakerConfigBuilder, TripRule};
+pub use owned::OwnedPermit;
 pub use registry::BreakerRegistry;
 
 use std::borrow::Cow;
