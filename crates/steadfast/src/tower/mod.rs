@@ -32,5 +32,5 @@
 mod breaker;
 mod retry;
 
-pub use breaker::{BreakerError, CircuitBreakerLayer, CircuitBreakerService};
+pub use breaker::{BreakerError, CircuitBreakerLayer, CircuitBreakerService, ResponseFuture};
 pub use retry::{RetryLayer, RetryService};
