@@ -1,0 +1,177 @@
+//! One tool call under a [`ToolPolicy`]: the retry engine, the breaker, the budget, metrics,
+//! and the final translation into what the model receives.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use steadfast::{
+    CancellationToken, CircuitBreaker, Failure, GiveUpReason, LlmError, Retry, RetryBudget,
+    RetryError, ToolMetrics,
+};
+
+use crate::failure::CallFailure;
+use crate::policy::ToolPolicy;
+
+/// Runs one tool call: attempts until success, a business failure, or the policy gives up,
+/// and always ends in a [`CallToolResult`] — the tool's own, or a sanitized [`LlmError`] with
+/// `isError: true` (its JSON as the text and as structured content).
+///
+/// ```
+/// use rmcp::model::{CallToolResult, ContentBlock};
+/// use steadfast::CancellationToken;
+/// use steadfast_mcp::{CallFailure, ToolCall, ToolPolicy};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let policy = ToolPolicy::default();
+/// let result = ToolCall::new("weather", &policy)
+///     .replays_ambiguous(true)
+///     .run(&CancellationToken::new(), |attempt| async move {
+///         if attempt == 1 {
+///             Err(CallFailure::Lost(rmcp::ServiceError::TransportClosed))
+///         } else {
+///             Ok(CallToolResult::success(vec![ContentBlock::text("sunny")]))
+///         }
+///     })
+///     .await;
+/// assert_eq!(result.is_error, Some(false));
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct ToolCall<'a> {
+    tool: &'a str,
+    policy: &'a ToolPolicy,
+    replay: bool,
+    breaker: Option<CircuitBreaker>,
+    budget: Option<RetryBudget>,
+    metrics: Option<ToolMetrics>,
+    seed: Option<u64>,
+}
+
+impl<'a> ToolCall<'a> {
+    /// A call to `tool` under `policy`.
+    ///
+    /// See [`ToolCall`] for an example.
+    pub fn new(tool: &'a str, policy: &'a ToolPolicy) -> Self {
+        Self {
+            tool,
+            policy,
+            replay: false,
+            breaker: None,
+            budget: None,
+            metrics: None,
+            seed: None,
+        }
+    }
+
+    /// Whether ambiguous failures may be replayed (see [`ToolPolicy::replays_ambiguous`]).
+    ///
+    /// See [`ToolCall`] for an example.
+    pub fn replays_ambiguous(mut self, yes: bool) -> Self {
+        self.replay = yes;
+        self
+    }
+
+    /// Guards the call with a breaker.
+    pub fn breaker(mut self, breaker: Option<CircuitBreaker>) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
+    /// Draws retries from a budget.
+    pub fn budget(mut self, budget: Option<RetryBudget>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Counts the call into `metrics`.
+    pub fn metrics(mut self, metrics: Option<ToolMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Seeds the jitter, for reproducible tests.
+    pub fn seed(mut self, seed: Option<u64>) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Runs the call. `attempt(n)` makes attempt `n` (1-based) and returns the tool's result
+    /// (including `isError` results) or why the attempt failed. Stops when `cancel` fires.
+    ///
+    /// See [`ToolCall`] for an example.
+    pub async fn run<F, Fut>(self, cancel: &CancellationToken, mut attempt: F) -> CallToolResult
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<CallToolResult, CallFailure>>,
+    {
+        let replay = self.replay;
+        let mode = self.policy.retry_on_is_error;
+        let mut retry = Retry::<CallToolResult, CallFailure>::new(self.policy.engine_policy().clone())
+            .name(self.tool.to_owned())
+            .should_retry(move |e, _| replay || e.never_ran());
+        if let Some(b) = self.breaker {
+            retry = retry.breaker(b);
+        }
+        if let Some(b) = self.budget {
+            retry = retry.budget(b);
+        }
+        if let Some(m) = self.metrics {
+            retry = retry.metrics(m);
+        }
+        if let Some(s) = self.seed {
+            retry = retry.seed(s);
+        }
+        let outcome = retry
+            .cancel_on(cancel)
+            .run(|n| {
+                let fut = attempt(n);
+                async move {
+                    let result = fut.await?;
+                    match mode.judge(&result) {
+                        Some(class) => Err(CallFailure::Tool(Box::new(result), class)),
+                        None => Ok(result),
+                    }
+                }
+            })
+            .await;
+        match outcome {
+            Ok(result) => result,
+            Err(e) => llm_error_result(&final_error(self.tool, &e)),
+        }
+    }
+}
+
+/// The model's view of a call that failed for good.
+fn final_error(tool: &str, e: &RetryError<CallFailure>) -> LlmError {
+    let mut llm = e.to_llm_error(tool);
+    let ambiguous = matches!(e.failure(), Failure::Error(f) if f.is_ambiguous())
+        || matches!(e.failure(), Failure::Timeout { .. });
+    if ambiguous && e.reason() == GiveUpReason::Declined {
+        llm.message = format!(
+            "The outcome of this call is unknown: it was sent to the tool and then {}. It was not \
+             retried automatically because the tool is not marked read-only or idempotent",
+            if llm.code == steadfast::LlmErrorCode::Timeout {
+                "timed out"
+            } else {
+                "the connection was lost"
+            }
+        );
+        llm.suggestion =
+            "Check whether the action took effect before calling the tool again".to_owned();
+    }
+    llm
+}
+
+/// A `CallToolResult` with `isError: true` carrying `error`: its JSON as the text (what every
+/// client shows the model) and as structured content (for clients that read it).
+///
+/// ```
+/// use steadfast::{LlmError, LlmErrorCode};
+/// let r = steadfast_mcp::llm_error_result(&LlmError::new(LlmErrorCode::Timeout).with_tool("search"));
+/// assert_eq!(r.is_error, Some(true));
+/// assert_eq!(r.structured_content.unwrap()["code"], "TIMEOUT");
+/// ```
+pub fn llm_error_result(error: &LlmError) -> CallToolResult {
+    let json = error.to_json();
+    let mut r = CallToolResult::error(vec![ContentBlock::text(json.to_string())]);
+    r.structured_content = Some(json);
+    r
+}
