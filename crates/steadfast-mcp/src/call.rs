@@ -104,9 +104,10 @@ impl<'a> ToolCall<'a> {
     {
         let replay = self.replay;
         let mode = self.policy.retry_on_is_error;
-        let mut retry = Retry::<CallToolResult, CallFailure>::new(self.policy.engine_policy().clone())
-            .name(self.tool.to_owned())
-            .should_retry(move |e, _| replay || e.never_ran());
+        let mut retry =
+            Retry::<CallToolResult, CallFailure>::new(self.policy.engine_policy().clone())
+                .name(self.tool.to_owned())
+                .should_retry(move |e, _| replay || e.never_ran());
         if let Some(b) = self.breaker {
             retry = retry.breaker(b);
         }

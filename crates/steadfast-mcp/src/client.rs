@@ -80,7 +80,10 @@ pub async fn send_tool_call(
         return Err(CallFailure::NotSent("upstream is not connected".to_owned()));
     }
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let handle = match peer.send_request_with_option(request, limits.options()).await {
+    let handle = match peer
+        .send_request_with_option(request, limits.options())
+        .await
+    {
         Ok(h) => h,
         Err(ServiceError::TransportClosed) => {
             return Err(CallFailure::NotSent("upstream transport closed".to_owned()));
@@ -98,7 +101,10 @@ pub async fn send_tool_call(
     match response {
         Ok(ServerResult::CallToolResult(r)) => Ok(r),
         Ok(other) => Err(CallFailure::Rpc(rmcp::model::ErrorData::internal_error(
-            format!("unexpected response to tools/call: {other:?}").chars().take(200).collect::<String>(),
+            format!("unexpected response to tools/call: {other:?}")
+                .chars()
+                .take(200)
+                .collect::<String>(),
             None,
         ))),
         Err(ServiceError::McpError(e)) => Err(CallFailure::Rpc(e)),

@@ -100,7 +100,9 @@ impl Classify for ConnectError {
             Self::Initialize(msg) => {
                 ErrorClass::retriable(ErrorCode::NETWORK_ERROR).with_message(msg.clone())
             }
-            Self::Config(msg) => ErrorClass::non_retriable(ErrorCode::CLIENT_ERROR).with_message(msg.clone()),
+            Self::Config(msg) => {
+                ErrorClass::non_retriable(ErrorCode::CLIENT_ERROR).with_message(msg.clone())
+            }
         }
     }
 }
@@ -132,9 +134,7 @@ where
     F: Fn() -> S,
 {
     let retry = Retry::new(policy.clone()).name("connect");
-    retry
-        .run(|_| connect_once(upstream, make()))
-        .await
+    retry.run(|_| connect_once(upstream, make())).await
 }
 
 async fn connect_once<S: Service<RoleClient>>(
@@ -160,10 +160,9 @@ async fn connect_once<S: Service<RoleClient>>(
                     command: command.clone(),
                     source,
                 })?;
-            service
-                .serve(transport)
-                .await
-                .map_err(|e| ConnectError::Initialize(steadfast::sanitize(&e.to_string()).into_owned()))
+            service.serve(transport).await.map_err(|e| {
+                ConnectError::Initialize(steadfast::sanitize(&e.to_string()).into_owned())
+            })
         }
         #[cfg(feature = "http")]
         Upstream::Http { url, headers } => {
@@ -178,10 +177,9 @@ async fn connect_once<S: Service<RoleClient>>(
                 config.custom_headers.insert(name, value);
             }
             let transport = StreamableHttpClientTransport::from_config(config);
-            service
-                .serve(transport)
-                .await
-                .map_err(|e| ConnectError::Initialize(steadfast::sanitize(&e.to_string()).into_owned()))
+            service.serve(transport).await.map_err(|e| {
+                ConnectError::Initialize(steadfast::sanitize(&e.to_string()).into_owned())
+            })
         }
         #[cfg(not(feature = "http"))]
         Upstream::Http { .. } => Err(ConnectError::Config(

@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
-    CallToolRequest, ClientNotification, ClientRequest, ProtocolVersion, ServerConfig,
-    ServerResult,
+    CallToolRequest, ClientNotification, ClientRequest, ProtocolVersion, ServerConfig, ServerResult,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service};
 use rmcp::{ErrorData, ServerHandler, ServiceError};
@@ -129,9 +128,9 @@ impl<H: ServerHandler> Resilient<H> {
                 async move {
                     let call = Service::handle_request(&self.inner, req, ctx);
                     let out = match idle {
-                        Some(limit) => tokio::time::timeout(limit, call)
-                            .await
-                            .map_err(|_| CallFailure::Lost(ServiceError::Timeout { timeout: limit }))?,
+                        Some(limit) => tokio::time::timeout(limit, call).await.map_err(|_| {
+                            CallFailure::Lost(ServiceError::Timeout { timeout: limit })
+                        })?,
                         None => call.await,
                     };
                     match out {

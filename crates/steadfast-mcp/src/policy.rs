@@ -46,9 +46,10 @@ impl RetryOnIsError {
             Self::Never => None,
             Self::Transient => class.kind.is_transient().then_some(class),
             Self::Always if class.kind.is_transient() => Some(class),
-            Self::Always => Some(ErrorClass::retriable(class.code.clone()).with_message(
-                class.message.clone().unwrap_or_default(),
-            )),
+            Self::Always => Some(
+                ErrorClass::retriable(class.code.clone())
+                    .with_message(class.message.clone().unwrap_or_default()),
+            ),
         }
     }
 }
@@ -101,7 +102,8 @@ impl ToolPolicy {
     /// See [`ToolPolicy`] for an example.
     pub fn new(retry: RetryPolicy) -> Result<Self, PolicyError> {
         let idle_timeout = retry.attempt_timeout();
-        let engine = retry.with_overrides(&RetryPolicy::builder().attempt_timeout(Limit::Unlimited))?;
+        let engine =
+            retry.with_overrides(&RetryPolicy::builder().attempt_timeout(Limit::Unlimited))?;
         Ok(Self {
             engine,
             idle_timeout,
@@ -139,9 +141,8 @@ impl ToolPolicy {
     /// ```
     pub fn replays_ambiguous(&self, annotations: Option<&ToolAnnotations>) -> bool {
         self.retry_ambiguous.unwrap_or_else(|| {
-            annotations.is_some_and(|a| {
-                a.read_only_hint == Some(true) || a.idempotent_hint == Some(true)
-            })
+            annotations
+                .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true))
         })
     }
 }

@@ -1,0 +1,233 @@
+//! `steadfast example-server`: a deliberately unreliable MCP server for the demo, the tests,
+//! and for trying a policy by hand.
+//!
+//! Every failure is deterministic (counters, not dice), so a test can say exactly what must
+//! happen. Tools:
+//!
+//! | tool | annotations | behaviour |
+//! |---|---|---|
+//! | `echo` | read-only | returns its arguments |
+//! | `flaky_search` | read-only | `503 Service Unavailable` on 2 calls of every 3 |
+//! | `rate_limited` | idempotent | `429 Too Many Requests` on every other call |
+//! | `read_file` | read-only | `file not found: …` (a business failure) with a token and a stack trace in the text |
+//! | `strict` | read-only | a JSON-RPC `invalid params` error |
+//! | `slow_report` | read-only | takes `seconds` (default 3) and reports progress every second |
+//! | `hang` | read-only | never answers (until cancelled) |
+//! | `send_email` | none | answers after `delay_ms` (default 0); a side effect, never idempotent |
+//! | `crash` | none | exits the process mid-call |
+//! | `calls` | read-only | how many times each tool was called, since this process started |
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+#[derive(Clone, Default)]
+struct Flaky {
+    calls: Arc<Mutex<BTreeMap<String, u32>>>,
+    search: Arc<AtomicU32>,
+    limited: Arc<AtomicU32>,
+}
+
+fn schema(props: Value) -> Arc<serde_json::Map<String, Value>> {
+    let Value::Object(map) = json!({"type": "object", "properties": props}) else {
+        unreachable!("a json! object literal is an object")
+    };
+    Arc::new(map)
+}
+
+fn text(s: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(s.into())])
+}
+
+fn tool_error(s: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(s.into())])
+}
+
+fn tools() -> Vec<Tool> {
+    let ro = ToolAnnotations::new().read_only(true);
+    vec![
+        Tool::new("echo", "Returns its arguments", schema(json!({}))).with_annotations(ro.clone()),
+        Tool::new(
+            "flaky_search",
+            "Searches; fails with 503 on two calls of every three",
+            schema(json!({"query": {"type": "string"}})),
+        )
+        .with_annotations(ro.clone()),
+        Tool::new(
+            "rate_limited",
+            "Rate limited on every other call",
+            schema(json!({})),
+        )
+        .with_annotations(ToolAnnotations::new().idempotent(true)),
+        Tool::new(
+            "read_file",
+            "Reads a file that does not exist",
+            schema(json!({"path": {"type": "string"}})),
+        )
+        .with_annotations(ro.clone()),
+        Tool::new(
+            "strict",
+            "Rejects every call as invalid params",
+            schema(json!({})),
+        )
+        .with_annotations(ro.clone()),
+        Tool::new(
+            "slow_report",
+            "Takes `seconds` seconds, reporting progress",
+            schema(json!({"seconds": {"type": "number"}})),
+        )
+        .with_annotations(ro.clone()),
+        Tool::new("hang", "Never answers", schema(json!({}))).with_annotations(ro.clone()),
+        Tool::new(
+            "send_email",
+            "Sends an e-mail (a side effect)",
+            schema(json!({"to": {"type": "string"}, "delay_ms": {"type": "number"}})),
+        )
+        .with_annotations(ToolAnnotations::new().idempotent(false).destructive(false)),
+        Tool::new(
+            "crash",
+            "Exits the server process mid-call",
+            schema(json!({})),
+        ),
+        Tool::new(
+            "calls",
+            "Call counts per tool since this process started",
+            schema(json!({})),
+        )
+        .with_annotations(ro),
+    ]
+}
+
+impl ServerHandler for Flaky {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if let Some(t) = capabilities.tools.as_mut() {
+            t.list_changed = Some(true);
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(rmcp::model::Implementation::new(
+                "steadfast-example-server",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions("An unreliable server for trying steadfast")
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.clone())
+            .or_default() += 1;
+        let result = match name.as_str() {
+            "echo" => text(args.to_string()),
+            "flaky_search" => {
+                let n = self.search.fetch_add(1, Ordering::SeqCst);
+                if n % 3 < 2 {
+                    tool_error("503 Service Unavailable: search backend overloaded")
+                } else {
+                    text(format!(
+                        "results for {}",
+                        args["query"].as_str().unwrap_or("")
+                    ))
+                }
+            }
+            "rate_limited" => {
+                if self.limited.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+                    tool_error("429 Too Many Requests")
+                } else {
+                    text("ok")
+                }
+            }
+            "read_file" => tool_error(format!(
+                "file not found: {}\n    at readFile (/srv/app/node_modules/fs/index.js:42:13)\n    \
+                 request had Authorization: Bearer sk-live-abcdefghijklmnopqrstuvwx",
+                args["path"].as_str().unwrap_or("?")
+            )),
+            "strict" => {
+                return Err(ErrorData::invalid_params(
+                    "argument `mode` is required",
+                    None,
+                ));
+            }
+            "slow_report" => {
+                let seconds = args["seconds"].as_f64().unwrap_or(3.0).clamp(0.0, 600.0) as u32;
+                let token = context.meta.get_progress_token();
+                for i in 0..seconds {
+                    if let Some(token) = &token {
+                        let p = ProgressNotificationParam::new(token.clone(), f64::from(i))
+                            .with_total(f64::from(seconds))
+                            .with_message(format!("step {} of {seconds}", i + 1));
+                        let _ = context.peer.notify_progress(p).await;
+                    }
+                    tokio::select! {
+                        _ = context.ct.cancelled() => return Err(ErrorData::internal_error("cancelled", None)),
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+                text(format!("report done in {seconds}s"))
+            }
+            "hang" => {
+                context.ct.cancelled().await;
+                tracing::info!("hang: cancelled by the client");
+                eprintln!("example-server: hang cancelled");
+                return Err(ErrorData::internal_error("cancelled", None));
+            }
+            "send_email" => {
+                let delay = args["delay_ms"].as_u64().unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                text(format!("sent to {}", args["to"].as_str().unwrap_or("?")))
+            }
+            "crash" => {
+                eprintln!("example-server: crashing on purpose");
+                std::process::exit(3);
+            }
+            "calls" => {
+                let calls = self
+                    .calls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                text(serde_json::to_string(&calls).unwrap_or_default())
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{other}`"),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+}
+
+/// Serves the example server on stdio until the client disconnects.
+pub async fn run() -> anyhow::Result<()> {
+    let server = Flaky::default().serve(rmcp::transport::stdio()).await?;
+    server.waiting().await?;
+    Ok(())
+}

@@ -1,0 +1,541 @@
+//! `steadfast proxy`: an MCP server on stdio that forwards to a supervised upstream, with
+//! resilient `tools/call`.
+//!
+//! Two rmcp services meet here. Downstream, [`Proxy`] serves the client (Claude Desktop,
+//! Cursor, any SDK): it answers `initialize` by connecting the upstream with the client's own
+//! capabilities and mirroring the upstream's back, runs `tools/call` through
+//! [`steadfast_mcp::ToolCall`], and forwards every other request as it is. Upstream,
+//! [`UpstreamClient`] forwards the server's notifications (progress, logging, list changes) and
+//! requests (sampling, roots, elicitation) back to the client. Progress tokens are rewritten
+//! both ways: rmcp gives every upstream request a token of its own, and the proxy maps it back
+//! to the token the client chose. A supervisor task restarts a dead upstream with backoff and
+//! tells the client its tool list may have changed.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolResult, ClientNotification, ClientRequest, ClientResult, ContentBlock,
+    ErrorData, InitializeRequestParams, ProgressToken, ProtocolVersion, ServerConfig,
+    ServerNotification, ServerRequest, ServerResult, Tool, ToolAnnotations, ToolsCapability,
+};
+use rmcp::service::{
+    NotificationContext, RequestContext, RoleClient, RoleServer, RunningService, Service,
+};
+use rmcp::{Peer, ServiceError};
+use serde_json::json;
+use steadfast::{CancellationToken, CircuitBreaker, Metrics, RetryBudget};
+use steadfast_mcp::{AttemptLimits, CallFailure, ToolCall, Upstream, send_tool_call};
+use tokio::sync::watch;
+
+use crate::config::{Config, ResolvedTool};
+
+/// A tool's settings and its breaker, made on first use.
+struct ToolEntry {
+    settings: ResolvedTool,
+    breaker: Option<CircuitBreaker>,
+}
+
+/// The upstream connection as calls see it.
+#[derive(Clone)]
+enum Conn {
+    /// Not started yet, or restarting.
+    Down,
+    Up(Peer<RoleClient>),
+    /// Restarting failed for good.
+    Dead(String),
+}
+
+struct Shared {
+    config: Config,
+    upstream: Upstream,
+    conn: watch::Sender<Conn>,
+    downstream: OnceLock<Peer<RoleServer>>,
+    client_params: OnceLock<InitializeRequestParams>,
+    server_info: RwLock<Option<ServerConfig>>,
+    annotations: RwLock<HashMap<String, ToolAnnotations>>,
+    tools: Mutex<HashMap<String, Arc<ToolEntry>>>,
+    /// Upstream progress token → the client's token.
+    progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
+    budget: Option<RetryBudget>,
+    metrics: Metrics,
+    restarts: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+/// The downstream-facing MCP server.
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    /// A proxy for `upstream` under `config`. Nothing starts until the client initializes.
+    pub fn new(config: Config, upstream: Upstream, shutdown: CancellationToken) -> Self {
+        let budget = config.budget.clone().map(RetryBudget::new);
+        let (conn, _) = watch::channel(Conn::Down);
+        Self {
+            shared: Arc::new(Shared {
+                config,
+                upstream,
+                conn,
+                downstream: OnceLock::new(),
+                client_params: OnceLock::new(),
+                server_info: RwLock::new(None),
+                annotations: RwLock::default(),
+                tools: Mutex::default(),
+                progress: Mutex::default(),
+                budget,
+                metrics: Metrics::new(),
+                restarts: AtomicU64::new(0),
+                shutdown,
+            }),
+        }
+    }
+}
+
+impl Shared {
+    fn progress_map(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressToken>> {
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The client's token for an upstream progress token. The entry is made synchronously
+    /// right after the request is queued, long before the upstream can answer; a few yields
+    /// cover a scheduler that runs the notification first anyway.
+    async fn client_token(&self, upstream: &ProgressToken) -> Option<ProgressToken> {
+        for _ in 0..3 {
+            if let Some(t) = self.progress_map().get(upstream) {
+                return Some(t.clone());
+            }
+            tokio::task::yield_now().await;
+        }
+        None
+    }
+
+    fn learn_annotations(&self, tools: &[Tool]) {
+        let mut ann = self
+            .annotations
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        for t in tools {
+            match &t.annotations {
+                Some(a) => ann.insert(t.name.to_string(), a.clone()),
+                None => ann.remove(t.name.as_ref()),
+            };
+        }
+    }
+
+    fn tool(&self, name: &str) -> Arc<ToolEntry> {
+        self.tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                let settings = self.config.tool(name);
+                let breaker = settings
+                    .breaker
+                    .clone()
+                    .map(|c| CircuitBreaker::named(name.to_owned(), c));
+                Arc::new(ToolEntry { settings, breaker })
+            })
+            .clone()
+    }
+
+    fn breaker_stats(&self) -> BTreeMap<String, steadfast::BreakerStats> {
+        self.tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(|(k, t)| Some((k.clone(), t.breaker.as_ref()?.stats())))
+            .collect()
+    }
+
+    /// The upstream peer, waiting up to `reconnect_wait` for a restart in progress.
+    async fn peer(&self) -> Result<Peer<RoleClient>, CallFailure> {
+        let mut rx = self.conn.subscribe();
+        let wait = rx.wait_for(|c| !matches!(c, Conn::Down));
+        match tokio::time::timeout(self.config.reconnect_wait, wait).await {
+            Ok(Ok(c)) => match &*c {
+                Conn::Up(p) if !p.is_transport_closed() => Ok(p.clone()),
+                Conn::Up(_) | Conn::Down => {
+                    Err(CallFailure::NotSent("upstream is restarting".into()))
+                }
+                Conn::Dead(why) => Err(CallFailure::NotSent(format!("upstream is down: {why}"))),
+            },
+            _ => Err(CallFailure::NotSent("upstream is restarting".into())),
+        }
+    }
+
+    async fn connect(
+        self: &Arc<Self>,
+        policy: &steadfast::RetryPolicy,
+    ) -> Result<RunningService<RoleClient, UpstreamClient>, String> {
+        let running = steadfast_mcp::connect(&self.upstream, policy, || UpstreamClient {
+            shared: Arc::downgrade(self),
+        })
+        .await
+        .map_err(|e| steadfast::sanitize(&e.to_string()).into_owned())?;
+        if let Some(info) = running.peer().peer_info() {
+            let mut config = ServerConfig::new(info.capabilities.clone())
+                .with_protocol_version(info.protocol_version.clone());
+            if let Some(si) = &info.server_info {
+                config = config.with_server_info(si.clone());
+            }
+            if let Some(i) = &info.instructions {
+                config = config.with_instructions(i.clone());
+            }
+            *self
+                .server_info
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = Some(config);
+        }
+        // Replay safety needs the tools' annotations even if the client never lists tools.
+        if let Ok(Ok(tools)) =
+            tokio::time::timeout(Duration::from_secs(10), running.peer().list_all_tools()).await
+        {
+            self.learn_annotations(&tools);
+        }
+        self.conn.send_replace(Conn::Up(running.peer().clone()));
+        Ok(running)
+    }
+
+    /// Restarts the upstream whenever it exits, until shutdown.
+    async fn supervise(self: Arc<Self>, mut running: RunningService<RoleClient, UpstreamClient>) {
+        loop {
+            let cancel = running.cancellation_token();
+            tokio::select! {
+                _ = self.shutdown.cancelled() => {
+                    cancel.cancel();
+                    return;
+                }
+                _ = wait_closed(running.peer().clone()) => {}
+            }
+            drop(running);
+            self.conn.send_replace(Conn::Down);
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::warn!(restarts = n, upstream = %self.upstream, "upstream exited; restarting");
+            let restarted = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                r = self.connect(&self.config.restart) => r,
+            };
+            match restarted {
+                Ok(r) => {
+                    running = r;
+                    tracing::info!(upstream = %self.upstream, "upstream restarted");
+                    if let Some(down) = self.downstream.get() {
+                        let _ = down.notify_tool_list_changed().await;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "upstream could not be restarted; giving up");
+                    self.conn.send_replace(Conn::Dead(e));
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn call_tool(
+        self: &Arc<Self>,
+        request: CallToolRequest,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let name = request.params.name.to_string();
+        if self.config.health_tool.as_deref() == Some(name.as_str()) {
+            return self.health();
+        }
+        let tool = self.tool(&name);
+        let annotations = self
+            .annotations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&name)
+            .cloned();
+        let policy = &tool.settings.policy;
+        let replay = policy.replays_ambiguous(annotations.as_ref());
+        let limits = AttemptLimits {
+            idle: policy.idle_timeout(),
+            max: policy.attempt_max,
+        };
+        let client_token = context.meta.get_progress_token();
+        let result = ToolCall::new(&name, policy)
+            .replays_ambiguous(replay)
+            .breaker(tool.breaker.clone())
+            .budget(self.budget.clone())
+            .metrics(Some(self.metrics.tool(&name)))
+            .run(&context.ct, |_| {
+                let params = request.params.clone();
+                let client_token = client_token.clone();
+                let shared = self.clone();
+                async move {
+                    let peer = shared.peer().await?;
+                    let mut upstream_token = None;
+                    let out = send_tool_call(&peer, params, limits, |t| {
+                        if let Some(c) = client_token {
+                            shared.progress_map().insert(t.clone(), c);
+                            upstream_token = Some(t.clone());
+                        }
+                    })
+                    .await;
+                    if let Some(t) = upstream_token {
+                        shared.progress_map().remove(&t);
+                    }
+                    out
+                }
+            })
+            .await;
+        sanitize_error_text(result)
+    }
+
+    fn health(&self) -> CallToolResult {
+        let connected = matches!(&*self.conn.borrow(), Conn::Up(p) if !p.is_transport_closed());
+        let report = json!({
+            "upstream": {
+                "connected": connected,
+                "restarts": self.restarts.load(Ordering::Relaxed),
+            },
+            "tools": self.metrics.snapshot().tools,
+            "breakers": self.breaker_stats(),
+        });
+        let mut r = CallToolResult::success(vec![ContentBlock::text(report.to_string())]);
+        r.structured_content = Some(report);
+        r
+    }
+
+    fn health_tool(&self) -> Option<Tool> {
+        let name = self.config.health_tool.clone()?;
+        let serde_json::Value::Object(schema) = json!({"type": "object", "properties": {}}) else {
+            return None;
+        };
+        Some(
+            Tool::new(
+                name,
+                "Steadfast proxy health: per-tool calls, retries, retry success rate, permanent \
+                 failures by code, breaker states and upstream restarts",
+                Arc::new(schema),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(true)),
+        )
+    }
+
+    async fn forward(
+        &self,
+        request: ClientRequest,
+        ct: &CancellationToken,
+    ) -> Result<ServerResult, ErrorData> {
+        let peer = self
+            .peer()
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let handle = peer
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await
+            .map_err(service_error)?;
+        let (id, upstream) = (handle.id.clone(), handle.peer.clone());
+        tokio::select! {
+            r = handle.await_response() => r.map_err(service_error),
+            _ = ct.cancelled() => {
+                let n = rmcp::model::CancelledNotification::new(
+                    rmcp::model::CancelledNotificationParam::new(Some(id), Some("cancelled by the client".into())),
+                );
+                let _ = upstream.send_notification(n.into()).await;
+                Err(ErrorData::internal_error("cancelled", None))
+            }
+        }
+    }
+}
+
+async fn wait_closed(peer: Peer<RoleClient>) {
+    // rmcp closes the peer's channel when the service loop ends (child exit, transport error).
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    while !peer.is_transport_closed() {
+        tick.tick().await;
+    }
+}
+
+fn service_error(e: ServiceError) -> ErrorData {
+    match e {
+        ServiceError::McpError(e) => e,
+        other => {
+            ErrorData::internal_error(steadfast::sanitize(&other.to_string()).into_owned(), None)
+        }
+    }
+}
+
+/// Business failures reach the model as the tool wrote them, minus secrets and internals.
+fn sanitize_error_text(mut r: CallToolResult) -> CallToolResult {
+    if r.is_error == Some(true) {
+        for block in &mut r.content {
+            if let Some(t) = block.as_text() {
+                let clean = steadfast::sanitize(&t.text);
+                if clean != t.text {
+                    *block = ContentBlock::text(clean.into_owned());
+                }
+            }
+        }
+    }
+    r
+}
+
+impl Service<RoleServer> for Proxy {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let shared = &self.shared;
+        match request {
+            ClientRequest::InitializeRequest(req) => {
+                let _ = shared.client_params.set(req.params.clone());
+                let _ = shared.downstream.set(context.peer.clone());
+                let running = shared.connect(&shared.config.connect).await.map_err(|e| {
+                    shared.conn.send_replace(Conn::Dead(e.clone()));
+                    ErrorData::internal_error(
+                        format!("could not start the upstream server: {e}"),
+                        None,
+                    )
+                })?;
+                tokio::spawn(shared.clone().supervise(running));
+                Ok(ServerResult::InitializeResult(self.get_info()))
+            }
+            ClientRequest::CallToolRequest(req) => Ok(ServerResult::CallToolResult(
+                shared.call_tool(req, context).await,
+            )),
+            ClientRequest::ListToolsRequest(req) => {
+                let result = shared
+                    .forward(ClientRequest::ListToolsRequest(req), &context.ct)
+                    .await?;
+                let ServerResult::ListToolsResult(mut list) = result else {
+                    return Ok(result);
+                };
+                shared.learn_annotations(&list.tools);
+                if list.next_cursor.is_none() {
+                    if let Some(h) = shared.health_tool() {
+                        list.tools.push(h);
+                    }
+                }
+                Ok(ServerResult::ListToolsResult(list))
+            }
+            other => shared.forward(other, &context.ct).await,
+        }
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        _context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match notification {
+            // rmcp turns a cancel into the request's token firing; upstream ids differ anyway.
+            ClientNotification::CancelledNotification(_)
+            | ClientNotification::InitializedNotification(_) => {}
+            other => {
+                if let Ok(peer) = self.shared.peer().await {
+                    let _ = peer.send_notification(other).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        let mut info = self
+            .shared
+            .server_info
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default();
+        if self.shared.config.health_tool.is_some() && info.capabilities.tools.is_none() {
+            info.capabilities.tools = Some(ToolsCapability::default());
+        }
+        info
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+    }
+}
+
+/// The upstream-facing MCP client: forwards what the server sends back to the client.
+pub struct UpstreamClient {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl Service<RoleClient> for UpstreamClient {
+    async fn handle_request(
+        &self,
+        request: ServerRequest,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ClientResult, ErrorData> {
+        let Some(down) = self
+            .shared
+            .upgrade()
+            .and_then(|s| s.downstream.get().cloned())
+        else {
+            return Err(ErrorData::internal_error(
+                "the client is not connected",
+                None,
+            ));
+        };
+        down.send_request(request).await.map_err(service_error)
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ServerNotification,
+        _context: NotificationContext<RoleClient>,
+    ) -> Result<(), ErrorData> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Ok(());
+        };
+        let Some(down) = shared.downstream.get().cloned() else {
+            return Ok(());
+        };
+        let notification = match notification {
+            ServerNotification::ProgressNotification(mut n) => {
+                match shared.client_token(&n.params.progress_token).await {
+                    Some(client_token) => {
+                        n.params.progress_token = client_token;
+                        ServerNotification::ProgressNotification(n)
+                    }
+                    // Progress for a request the client did not ask progress for, or that ended.
+                    None => return Ok(()),
+                }
+            }
+            // Upstream cancels name upstream ids, which mean nothing downstream.
+            ServerNotification::CancelledNotification(_) => return Ok(()),
+            other => other,
+        };
+        let _ = down.send_notification(notification).await;
+        Ok(())
+    }
+
+    fn get_info(&self) -> InitializeRequestParams {
+        // Mirror the client: the upstream sees its capabilities and identity.
+        self.shared
+            .upgrade()
+            .and_then(|s| s.client_params.get().cloned())
+            .unwrap_or_default()
+    }
+}
+
+/// Serves the proxy on stdio until the client disconnects.
+pub async fn run(config: Config, upstream: Upstream) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let shutdown = CancellationToken::new();
+    let proxy = Proxy::new(config, upstream, shutdown.clone());
+    let server = proxy.serve(rmcp::transport::stdio()).await?;
+    let reason = server.waiting().await;
+    shutdown.cancel();
+    tracing::info!(?reason, "client disconnected");
+    // Give the supervisor a moment to stop the child.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}
