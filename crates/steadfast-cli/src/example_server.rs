@@ -12,7 +12,8 @@
 //! | `read_file` | read-only | `file not found: …` (a business failure) with a token and a stack trace in the text |
 //! | `strict` | read-only | a JSON-RPC `invalid params` error |
 //! | `slow_report` | read-only | takes `seconds` (default 3) and reports progress every second |
-//! | `hang` | read-only | never answers (until cancelled) |
+//! | `hang` | read-only | never answers; counts `hang:cancelled` when the client cancels |
+//! | `garbage` | read-only | writes a line that is not JSON-RPC to stdout, then answers |
 //! | `send_email` | none | answers after `delay_ms` (default 0); a side effect, never idempotent |
 //! | `crash` | none | exits the process mid-call |
 //! | `calls` | read-only | how many times each tool was called, since this process started |
@@ -108,6 +109,17 @@ fn tools() -> Vec<Tool> {
     ]
 }
 
+impl Flaky {
+    fn count(&self, key: &str) {
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.to_owned())
+            .or_default() += 1;
+    }
+}
+
 impl ServerHandler for Flaky {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder().enable_tools().build();
@@ -137,12 +149,7 @@ impl ServerHandler for Flaky {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
-        *self
-            .calls
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(name.clone())
-            .or_default() += 1;
+        self.count(&name);
         let result = match name.as_str() {
             "echo" => text(args.to_string()),
             "flaky_search" => {
@@ -193,9 +200,16 @@ impl ServerHandler for Flaky {
             }
             "hang" => {
                 context.ct.cancelled().await;
-                tracing::info!("hang: cancelled by the client");
-                eprintln!("example-server: hang cancelled");
+                self.count("hang:cancelled");
                 return Err(ErrorData::internal_error("cancelled", None));
+            }
+            "garbage" => {
+                // A line that is not JSON-RPC, on the protocol stream.
+                use std::io::Write as _;
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(b"this is not json\n");
+                let _ = out.flush();
+                text("ok after garbage")
             }
             "send_email" => {
                 let delay = args["delay_ms"].as_u64().unwrap_or(0);
