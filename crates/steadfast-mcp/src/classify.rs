@@ -47,7 +47,7 @@ pub fn classify_service_error(e: &ServiceError) -> ErrorClass {
 /// use steadfast::ErrorKind;
 /// let bad = ErrorData::invalid_params("missing field `city`", None);
 /// assert_eq!(steadfast_mcp::classify_error_data(&bad).kind, ErrorKind::NonRetriable);
-/// let busy = ErrorData::internal_error("upstream returned 503", None);
+/// let busy = ErrorData::internal_error("upstream returned HTTP 503", None);
 /// assert_eq!(steadfast_mcp::classify_error_data(&busy).status, Some(503));
 /// ```
 pub fn classify_error_data(e: &ErrorData) -> ErrorClass {
@@ -66,7 +66,7 @@ pub fn classify_error_data(e: &ErrorData) -> ErrorClass {
         | RpcCode::MISSING_REQUIRED_CLIENT_CAPABILITY
         | RpcCode::HEADER_MISMATCH => match by_text {
             // An explicit transient status in the text wins: some servers wrap 429s this way.
-            Some(c) if c.kind != ErrorKind::NonRetriable && c.status.is_some() => c,
+            Some(c) if c.kind.is_transient() => c,
             _ => ErrorClass::non_retriable(ErrorCode::CLIENT_ERROR),
         },
         _ => by_text.unwrap_or_else(ErrorClass::unknown),
