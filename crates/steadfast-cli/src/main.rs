@@ -4,6 +4,8 @@ mod config;
 mod demo;
 mod example_server;
 mod proxy;
+mod sim_report;
+mod simulate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +60,12 @@ enum Command {
     },
     /// Serve the bundled unreliable MCP server on stdio (used by the demo and tests).
     ExampleServer,
+    /// Simulate a policy on a simulated clock: client contention per jitter strategy, or load
+    /// amplification against a failing dependency.
+    Simulate {
+        #[command(subcommand)]
+        experiment: sim_report::Experiment,
+    },
 }
 
 fn init_logging(verbose: u8) {
@@ -118,6 +126,10 @@ fn main() -> ExitCode {
             }
             Command::Demo { calls } => demo::run(calls).await,
             Command::ExampleServer => example_server::run().await,
+            // Each run builds its own paused-clock runtime, which cannot nest in this one.
+            Command::Simulate { experiment } => {
+                tokio::task::spawn_blocking(move || sim_report::run(experiment)).await?
+            }
         }
     });
     match result {

@@ -71,10 +71,16 @@ fn main() {
         black_box(poll_once(async { Ok::<u32, ErrorClass>(black_box(1)) })).unwrap();
     });
     per_call("steadfast retry()", || {
-        black_box(poll_once(retry(&policy, |_| async { Ok::<u32, ErrorClass>(1) }))).unwrap();
+        black_box(poll_once(retry(&policy, |_| async {
+            Ok::<u32, ErrorClass>(1)
+        })))
+        .unwrap();
     });
     per_call("steadfast Retry::run", || {
-        black_box(poll_once(configured.run(|_| async { Ok::<u32, ErrorClass>(1) }))).unwrap();
+        black_box(poll_once(
+            configured.run(|_| async { Ok::<u32, ErrorClass>(1) }),
+        ))
+        .unwrap();
     });
     per_call("backon", || {
         black_box(poll_once(

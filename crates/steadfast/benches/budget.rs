@@ -27,7 +27,10 @@ fn contended(threads: usize, iters: u64, op: &(impl Fn() + Sync)) -> Duration {
 }
 
 fn budget(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
     let _guard = rt.enter();
     let ours = RetryBudget::new(
         BudgetConfig::builder()
@@ -41,9 +44,11 @@ fn budget(c: &mut Criterion) {
     for threads in [1usize, 2] {
         let mut g = c.benchmark_group(format!("deposit+withdraw, {threads} thread(s)"));
         g.bench_function("bare", |b| {
-            b.iter_custom(|n| contended(threads, n, &|| {
-                black_box(());
-            }))
+            b.iter_custom(|n| {
+                contended(threads, n, &|| {
+                    black_box(());
+                })
+            })
         });
         g.bench_function("steadfast RetryBudget", |b| {
             b.iter_custom(|n| {

@@ -59,7 +59,11 @@ fn success(c: &mut Criterion) {
         b.iter(|| poll_once(async { Ok::<u32, ErrorClass>(black_box(1)) }))
     });
     g.bench_function("steadfast retry()", |b| {
-        b.iter(|| poll_once(retry(&policy, |_| async { Ok::<u32, ErrorClass>(black_box(1)) })))
+        b.iter(|| {
+            poll_once(retry(&policy, |_| async {
+                Ok::<u32, ErrorClass>(black_box(1))
+            }))
+        })
     });
     g.bench_function("steadfast Retry::run", |b| {
         b.iter(|| poll_once(configured.run(|_| async { Ok::<u32, ErrorClass>(black_box(1)) })))
@@ -67,13 +71,16 @@ fn success(c: &mut Criterion) {
     g.bench_function("backon", |b| {
         b.iter(|| {
             poll_once(
-                (|| async { Ok::<u32, ErrorClass>(black_box(1)) }).retry(ExponentialBuilder::default()),
+                (|| async { Ok::<u32, ErrorClass>(black_box(1)) })
+                    .retry(ExponentialBuilder::default()),
             )
         })
     });
     let mut svc = ServiceBuilder::new()
         .retry(OnceOrAttempts(3))
-        .service(service_fn(|x: u32| async move { Ok::<u32, ErrorClass>(black_box(x)) }));
+        .service(service_fn(|x: u32| async move {
+            Ok::<u32, ErrorClass>(black_box(x))
+        }));
     g.bench_function("tower::retry", |b| {
         b.iter(|| {
             poll_once(async {
@@ -93,7 +100,11 @@ fn failure(c: &mut Criterion) {
         .build()
         .unwrap();
     let flaky = |n: u32| async move {
-        if n < 3 { Err(ErrorClass::from_status(503)) } else { Ok(black_box(n)) }
+        if n < 3 {
+            Err(ErrorClass::from_status(503))
+        } else {
+            Ok(black_box(n))
+        }
     };
 
     g.bench_function("manual loop", |b| {
@@ -127,7 +138,11 @@ fn failure(c: &mut Criterion) {
                     n += 1;
                     flaky(n)
                 })
-                .retry(ConstantBuilder::default().with_delay(Duration::from_millis(10)).with_max_times(2))
+                .retry(
+                    ConstantBuilder::default()
+                        .with_delay(Duration::from_millis(10))
+                        .with_max_times(2),
+                )
                 .await
                 .unwrap()
             })
@@ -137,9 +152,11 @@ fn failure(c: &mut Criterion) {
         b.iter(|| {
             rt.block_on(async {
                 let calls = std::sync::atomic::AtomicU32::new(0);
-                let mut svc = ServiceBuilder::new().retry(OnceOrAttempts(3)).service(service_fn(|_: u32| {
-                    flaky(calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1)
-                }));
+                let mut svc = ServiceBuilder::new()
+                    .retry(OnceOrAttempts(3))
+                    .service(service_fn(|_: u32| {
+                        flaky(calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1)
+                    }));
                 std::future::poll_fn(|cx| svc.poll_ready(cx)).await.unwrap();
                 svc.call(0).await.unwrap()
             })

@@ -1,0 +1,140 @@
+//! The binary's other commands: check-config and simulate.
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_steadfast");
+
+fn temp(name: &str, text: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("steadfast-cli-{}-{name}", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn check_config_reports_file_line_key_and_constraint() {
+    let bad = temp(
+        "bad.toml",
+        "[upstream]\ncommand = \"x\"\n\n[tools.search]\nretry = { base_delay = \"5s\", max_delay = \"1s\" }\n",
+    );
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:5: tools.search.retry.base_delay: must be <= max_delay (5s > 1s)",
+            bad.display()
+        )),
+        "{err}"
+    );
+    let good = temp(
+        "good.toml",
+        "[upstream]\ncommand = \"python3\"\nargs = [\"s.py\"]\n",
+    );
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (upstream: python3 s.py)"));
+    let _ = std::fs::remove_file(bad);
+    let _ = std::fs::remove_file(good);
+}
+
+#[test]
+fn proxy_without_an_upstream_says_how_to_give_one() {
+    let out = Command::new(BIN).arg("proxy").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no upstream"));
+}
+
+#[test]
+fn simulate_contention_prints_json_and_draws_a_plot() {
+    let plot = std::env::temp_dir().join(format!("steadfast-cli-{}-c.svg", std::process::id()));
+    let out = Command::new(BIN)
+        .args([
+            "simulate",
+            "contention",
+            "--clients",
+            "1,20",
+            "--json",
+            "--plot",
+        ])
+        .arg(&plot)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 8, "4 jitters × 2 sizes");
+    let none_20 = rows
+        .iter()
+        .find(|r| r["jitter"] == "none" && r["clients"] == 20)
+        .unwrap();
+    assert_eq!(none_20["calls"], 210);
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("full jitter"),
+        "{}",
+        &svg[..100.min(svg.len())]
+    );
+    let _ = std::fs::remove_file(plot);
+}
+
+#[test]
+fn simulate_overload_with_a_config_uses_its_policy() {
+    let cfg = temp(
+        "sim.toml",
+        "[defaults]\nretry = { max_attempts = 2 }\nbreaker = false\n",
+    );
+    let out = Command::new(BIN)
+        .args([
+            "simulate",
+            "overload",
+            "--failure-rates",
+            "1",
+            "--duration",
+            "5s",
+            "--json",
+            "--config",
+        ])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let retries = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["guard"] == "retries")
+        .unwrap();
+    assert_eq!(retries["offered"], 500);
+    assert_eq!(
+        retries["dependency_calls"], 1000,
+        "max_attempts = 2 from the config"
+    );
+    let bad = Command::new(BIN)
+        .args(["simulate", "overload", "--failure-rates", "1.5"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("between 0 and 1"));
+    let _ = std::fs::remove_file(cfg);
+}
