@@ -58,6 +58,14 @@ fn success(c: &mut Criterion) {
     g.bench_function("bare", |b| {
         b.iter(|| poll_once(async { Ok::<u32, ErrorClass>(black_box(1)) }))
     });
+    // Context for the numbers below: what a clock read costs on this machine.
+    g.bench_function("(std Instant::now)", |b| b.iter(std::time::Instant::now));
+    g.bench_function("(tokio Instant::now)", |b| {
+        b.iter(tokio::time::Instant::now)
+    });
+    g.bench_function("(debug_span)", |b| {
+        b.iter(|| tracing::debug_span!("x", a = 1u32))
+    });
     g.bench_function("steadfast retry()", |b| {
         b.iter(|| {
             poll_once(retry(&policy, |_| async {

@@ -91,13 +91,15 @@ pub(crate) struct Driver<'a, T, E> {
     rng: Option<Rng>,
     slot: Option<RetrySlot>,
     previous: Duration,
-    last: Option<(Last<T, E>, ErrorClass)>,
+    /// Boxed: only failures fill it, and a smaller driver is a cheaper future to move.
+    last: Option<Box<(Last<T, E>, ErrorClass)>>,
     n: u32,
 }
 
 impl<'a, T, E: Classify> Driver<'a, T, E> {
     /// Starts a call. The breaker wraps the whole loop: an open one ends the call here, before
     /// any attempt and without touching the budget.
+    #[inline]
     pub(crate) fn start(
         policy: &'a RetryPolicy,
         cb: &'a Callbacks<T, E>,
@@ -123,7 +125,10 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
                 Ok(p) => d.permit = Some(p),
                 Err(rejected) => {
                     let class = rejected.class();
-                    d.last = Some((Last::Failure(Failure::Rejected(Box::new(rejected))), class));
+                    d.last = Some(Box::new((
+                        Last::Failure(Failure::Rejected(Box::new(rejected))),
+                        class,
+                    )));
                     return Err(d.give_up(GiveUpReason::CircuitOpen));
                 }
             }
@@ -136,6 +141,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
     }
 
     /// Readies the next attempt: returns its number and its time limit, or ends the call.
+    #[inline]
     pub(crate) fn begin(&mut self) -> Result<(u32, Option<Duration>), Done<T, E>> {
         if self.cancel.is_some_and(CancellationToken::is_cancelled) {
             return Err(self.give_up(GiveUpReason::Cancelled));
@@ -181,9 +187,14 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             || (class.kind == ErrorKind::Unknown && self.policy.retry_unknown())
     }
 
-    /// Judges an attempt's outcome: the call ends (`Break`) or goes on after the delay, which
-    /// this sleeps (`Continue`).
-    pub(crate) async fn settle(&mut self, ran: Ran<T, E>) -> ControlFlow<Done<T, E>> {
+    /// Judges an attempt's outcome: the call ends (`Break`), or it should be retried
+    /// (`Continue`), after [`pause`](Self::pause).
+    ///
+    /// Synchronous on purpose: everything that waits lives in `pause`, which the loops box, so
+    /// a call's future stays small and the success path moves few bytes (it was dominated by
+    /// `memmove` of a large future before).
+    #[inline]
+    pub(crate) fn settle(&mut self, ran: Ran<T, E>) -> ControlFlow<Done<T, E>> {
         let (outcome, class) = match ran {
             Ran::Done(Ok(v)) => match self.cb.check.as_ref().and_then(|check| check(&v)) {
                 None => return ControlFlow::Break(Ok(self.succeed(v))),
@@ -218,10 +229,17 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         } else {
             None
         };
-        self.last = Some((outcome, class));
+        self.last = Some(Box::new((outcome, class)));
         if let Some(reason) = stop {
             return ControlFlow::Break(self.give_up(reason));
         }
+        ControlFlow::Continue(())
+    }
+
+    /// Between a failed attempt and the next: takes a retry slot, plans the delay within the
+    /// time and retry budgets, reports the retry, and sleeps. `Break` ends the call.
+    pub(crate) async fn pause(&mut self) -> ControlFlow<Done<T, E>> {
+        let (n, policy) = (self.n, self.policy);
         if let Err(reason) = self.take_retry_slot().await {
             return ControlFlow::Break(self.give_up(reason));
         }
@@ -231,7 +249,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             .get_or_insert_with(|| self.cb.seed.map_or_else(Rng::new, Rng::with_seed));
         let backoff = policy.backoff_delay(n, self.previous, rng);
         self.previous = backoff;
-        let retry_after = self.last.as_ref().and_then(|(_, c)| c.retry_after);
+        let retry_after = self.last.as_ref().and_then(|l| l.1.retry_after);
         let delay = policy.floor_retry_after(backoff, retry_after);
 
         let elapsed = self.start.elapsed();
@@ -249,9 +267,12 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         if let Some(m) = &self.cb.metrics {
             m.record_retry();
         }
-        if let Some((outcome, class)) = &self.last {
+        if let Some(last) = &self.last {
+            let (outcome, class) = (&last.0, &last.1);
             tracing::debug!(
+                name = self.cb.name.as_deref().unwrap_or(""),
                 attempt = n,
+                max_attempts = policy.max_attempts(),
                 delay_ms = delay.as_millis() as u64,
                 code = class.code.as_str(),
                 kind = class.kind.as_str(),
@@ -304,6 +325,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         Ok(())
     }
 
+    #[inline]
     fn succeed(&mut self, v: T) -> T {
         if let Some(p) = self.permit.take() {
             match self.attempt_start {
@@ -321,7 +343,11 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             });
         }
         if self.n > 1 {
-            tracing::debug!(attempts = self.n, "succeeded after retry");
+            tracing::debug!(
+                name = self.cb.name.as_deref().unwrap_or(""),
+                attempts = self.n,
+                "succeeded after retry"
+            );
         }
         v
     }
@@ -331,16 +357,17 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
     fn give_up(&mut self, reason: GiveUpReason) -> Done<T, E> {
         let elapsed = self.start.elapsed();
         let attempts = self.n;
-        let (last, class) = self
-            .last
-            .take()
-            .unwrap_or((Last::Failure(Failure::Cancelled), ErrorClass::cancelled()));
+        let (last, class) = self.last.take().map_or(
+            (Last::Failure(Failure::Cancelled), ErrorClass::cancelled()),
+            |b| *b,
+        );
         if let Some(p) = self.permit.take() {
             if reason != GiveUpReason::Cancelled {
                 p.record(class.counts_as_breaker_failure());
             }
         }
         tracing::debug!(
+            name = self.cb.name.as_deref().unwrap_or(""),
             attempts,
             reason = reason.as_str(),
             code = class.code.as_str(),
@@ -389,8 +416,16 @@ where
             Ok(next) => next,
             Err(done) => return done,
         };
-        let ran = attempt(op(n), limit, d.cancel()).await;
-        if let ControlFlow::Break(done) = d.settle(ran).await {
+        let fut = op(n);
+        let ran = match (limit, d.cancel()) {
+            (None, None) => Ran::Done(fut.await),
+            // Timers and cancellation make a bigger future; only calls that use them pay.
+            (limit, cancel) => Box::pin(attempt(fut, limit, cancel)).await,
+        };
+        if let ControlFlow::Break(done) = d.settle(ran) {
+            return done;
+        }
+        if let ControlFlow::Break(done) = Box::pin(d.pause()).await {
             return done;
         }
     }
@@ -416,8 +451,16 @@ where
             Ok(next) => next,
             Err(done) => return done,
         };
-        let ran = attempt(op(n), limit, d.cancel()).await;
-        if let ControlFlow::Break(done) = d.settle(ran).await {
+        let fut = op(n);
+        let ran = match (limit, d.cancel()) {
+            (None, None) => Ran::Done(fut.await),
+            // Timers and cancellation make a bigger future; only calls that use them pay.
+            (limit, cancel) => Box::pin(attempt(fut, limit, cancel)).await,
+        };
+        if let ControlFlow::Break(done) = d.settle(ran) {
+            return done;
+        }
+        if let ControlFlow::Break(done) = Box::pin(d.pause()).await {
             return done;
         }
     }

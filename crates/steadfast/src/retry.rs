@@ -33,7 +33,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::driver;
 use crate::hooks::{GiveUpEvent, RetryEvent, SuccessEvent};
@@ -66,17 +65,7 @@ where
     F: FnMut(u32) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    driver::run_fn(policy, &Callbacks::default(), None, op)
-        .instrument(span(policy, None))
-        .await
-}
-
-fn span(policy: &RetryPolicy, name: Option<&str>) -> tracing::Span {
-    tracing::debug_span!(
-        "steadfast.retry",
-        name = name.unwrap_or(""),
-        max_attempts = policy.max_attempts()
-    )
+    driver::run_fn(policy, &Callbacks::default(), None, op).await
 }
 
 type ClassifyFn<E> = dyn Fn(&E) -> Option<ErrorClass> + Send + Sync;
@@ -231,7 +220,7 @@ impl<T, E> Retry<T, E> {
         &self.policy
     }
 
-    /// Names the call (a tool or dependency) in tracing spans.
+    /// Names the call (a tool or dependency) in tracing events.
     ///
     /// ```
     /// let r: steadfast::Retry<(), String> = steadfast::Retry::new(Default::default()).name("search");
@@ -468,14 +457,13 @@ impl<T, E: Classify> Retry<T, E> {
     /// assert_eq!(task.await.unwrap().unwrap(), 2);
     /// # }
     /// ```
-    pub async fn run<F, Fut>(&self, op: F) -> Result<T, RetryError<E>>
+    pub fn run<F, Fut>(&self, op: F) -> impl Future<Output = Result<T, RetryError<E>>>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        // Not an `async fn`: handing back the loop's own future saves a move of it.
         driver::run_fn(&self.policy, &self.cb, None, op)
-            .instrument(span(&self.policy, self.cb.name.as_deref()))
-            .await
     }
 
     /// Like [`run`](Self::run), for an async closure whose future borrows state mutably across
@@ -506,9 +494,7 @@ impl<T, E: Classify> Retry<T, E> {
     where
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
-        driver::run_async_fn(&self.policy, &self.cb, None, op)
-            .instrument(span(&self.policy, self.cb.name.as_deref()))
-            .await
+        driver::run_async_fn(&self.policy, &self.cb, None, op).await
     }
 
     /// Runs with cancellation: the call stops as soon as `token` fires — before an attempt,
@@ -558,15 +544,13 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
     /// [`Retry::run`] with cancellation.
     ///
     /// See [`Retry::cancel_on`] for an example.
-    pub async fn run<F, Fut>(&self, op: F) -> Result<T, RetryError<E>>
+    pub fn run<F, Fut>(&self, op: F) -> impl Future<Output = Result<T, RetryError<E>>>
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
         let r = self.retry;
         driver::run_fn(&r.policy, &r.cb, Some(self.token), op)
-            .instrument(span(&r.policy, r.cb.name.as_deref()))
-            .await
     }
 
     /// [`Retry::run_mut`] with cancellation.
@@ -586,8 +570,6 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
         let r = self.retry;
-        driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op)
-            .instrument(span(&r.policy, r.cb.name.as_deref()))
-            .await
+        driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op).await
     }
 }
