@@ -1,6 +1,8 @@
 //! `steadfast example-server`: a deliberately unreliable MCP server for the demo, the tests,
 //! and for trying a policy by hand.
 //!
+//! It also lists one prompt (`triage`), to show requests other than tools passing through.
+//!
 //! Every failure is deterministic (counters, not dice), so a test can say exactly what must
 //! happen. Tools:
 //!
@@ -16,6 +18,7 @@
 //! | `garbage` | read-only | writes a line that is not JSON-RPC to stdout, then answers |
 //! | `send_email` | none | answers after `delay_ms` (default 0); a side effect, never idempotent |
 //! | `crash` | none | exits the process mid-call |
+//! | `log` | read-only | sends a `notifications/message` with its `note` |
 //! | `calls` | read-only | how many times each tool was called, since this process started |
 
 use std::collections::BTreeMap;
@@ -122,7 +125,11 @@ impl Flaky {
 
 impl ServerHandler for Flaky {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_logging()
+            .build();
         if let Some(t) = capabilities.tools.as_mut() {
             t.list_changed = Some(true);
         }
@@ -132,6 +139,16 @@ impl ServerHandler for Flaky {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions("An unreliable server for trying steadfast")
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        Ok(rmcp::model::ListPromptsResult::with_all_items(vec![
+            rmcp::model::Prompt::new("triage", Some("Triage an incident"), None),
+        ]))
     }
 
     async fn list_tools(
@@ -219,6 +236,14 @@ impl ServerHandler for Flaky {
             "crash" => {
                 eprintln!("example-server: crashing on purpose");
                 std::process::exit(3);
+            }
+            "log" => {
+                let msg = rmcp::model::LoggingMessageNotificationParam::new(
+                    rmcp::model::LoggingLevel::Warning,
+                    json!({"note": args["note"]}),
+                );
+                let _ = context.peer.notify_logging_message(msg).await;
+                text("logged")
             }
             "calls" => {
                 let calls = self

@@ -20,6 +20,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_steadfast");
 #[derive(Clone, Default)]
 struct Recorder {
     progress: Arc<Mutex<Vec<ProgressToken>>>,
+    logs: Arc<Mutex<Vec<Value>>>,
     list_changed: Arc<AtomicU32>,
 }
 
@@ -30,6 +31,14 @@ impl ClientHandler for Recorder {
 
     async fn on_tool_list_changed(&self, _c: NotificationContext<RoleClient>) {
         self.list_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_logging_message(
+        &self,
+        p: rmcp::model::LoggingMessageNotificationParam,
+        _c: NotificationContext<RoleClient>,
+    ) {
+        self.logs.lock().unwrap().push(p.data);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -405,4 +414,32 @@ async fn next_line(
         .expect("a line within 20 s")
         .unwrap()
         .expect("stdout open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_and_logging_pass_through() {
+    let s = start(FAST).await;
+    let prompts = s.client.list_all_prompts().await.unwrap();
+    assert_eq!(
+        prompts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["triage"]
+    );
+    assert!(
+        s.client.peer_info().unwrap().capabilities.prompts.is_some(),
+        "capabilities mirrored"
+    );
+    s.call("log", json!({"note": "disk almost full"})).await;
+    for _ in 0..100 {
+        if !s.recorder.logs.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        *s.recorder.logs.lock().unwrap(),
+        [json!({"note": "disk almost full"})]
+    );
+    // A method the upstream does not serve fails as the upstream says, and nothing breaks.
+    assert!(s.client.list_all_resources().await.is_err());
+    assert_eq!(s.call("echo", json!({})).await.is_error, Some(false));
 }
