@@ -124,6 +124,8 @@ impl Flaky {
 }
 
 impl ServerHandler for Flaky {
+    // `enable_logging`: deprecated by SEP-2577, still part of what the proxy must relay.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
@@ -237,6 +239,8 @@ impl ServerHandler for Flaky {
                 eprintln!("example-server: crashing on purpose");
                 std::process::exit(3);
             }
+            // Logging is deprecated by SEP-2577 but still spoken by current servers.
+            #[allow(deprecated)]
             "log" => {
                 let msg = rmcp::model::LoggingMessageNotificationParam::new(
                     rmcp::model::LoggingLevel::Warning,

@@ -33,6 +33,8 @@ impl ClientHandler for Recorder {
         self.list_changed.fetch_add(1, Ordering::SeqCst);
     }
 
+    // Logging is deprecated by SEP-2577 but still spoken by current servers; the proxy must relay it.
+    #[allow(deprecated)]
     async fn on_logging_message(
         &self,
         p: rmcp::model::LoggingMessageNotificationParam,
