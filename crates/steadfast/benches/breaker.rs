@@ -9,8 +9,10 @@
 //! Run: `cargo bench -p steadfast --bench breaker`.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+mod common;
+use common::contended;
 use criterion::{Criterion, criterion_group, criterion_main};
 use failsafe::failure_policy::consecutive_failures;
 use steadfast::{BreakerConfig, CircuitBreaker};
@@ -40,21 +42,6 @@ fn failsafe_breaker() -> impl failsafe::CircuitBreaker + Sync {
     failsafe::Config::new()
         .failure_policy(consecutive_failures(1, failsafe::backoff::constant(HOUR)))
         .build()
-}
-
-/// Runs `op` `iters` times on each of `threads` threads at once; returns the wall time.
-fn contended(threads: usize, iters: u64, op: &(impl Fn() + Sync)) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                for _ in 0..iters {
-                    op();
-                }
-            });
-        }
-    });
-    start.elapsed()
 }
 
 fn bench_closed(c: &mut Criterion) {

@@ -6,25 +6,13 @@
 //! Run: `cargo bench -p steadfast --bench budget`.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+mod common;
+use common::contended;
 use criterion::{Criterion, criterion_group, criterion_main};
 use steadfast::{BudgetConfig, RetryBudget};
 use tower::retry::budget::{Budget, TpsBudget};
-
-fn contended(threads: usize, iters: u64, op: &(impl Fn() + Sync)) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                for _ in 0..iters {
-                    op();
-                }
-            });
-        }
-    });
-    start.elapsed()
-}
 
 fn budget(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -2,11 +2,11 @@
 //!
 //! Every entry point ([`retry`](crate::retry), [`Retry::run`](crate::Retry::run),
 //! [`Retry::run_mut`](crate::Retry::run_mut), and the cancellable forms) is a three-line loop
-//! over a [`Driver`]: `begin` an attempt, run the operation, `settle` the outcome. The driver owns
-//! everything else — guards, classification, budgets, delays, hooks — so no entry point
-//! re-implements any of it. It never holds the operation's future, which is what keeps the
-//! loops' futures `Send` whenever the operation's are (async-closure futures are named through a
-//! projection that trips a compiler limitation on `Send`; plain `Fut` type parameters do not).
+//! over a [`Driver`]: `begin` an attempt, then `step` (run it, `settle` the outcome, `pause`).
+//! The driver owns everything else — guards, classification, budgets, delays, hooks — so no
+//! entry point re-implements any of it. `step` takes the operation's future as a plain type
+//! parameter, which keeps the loops' futures `Send` whenever the operation's are (async-closure
+//! futures are named through a projection that trips a compiler limitation on `Send`).
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -166,10 +166,6 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         Ok((self.n, limit))
     }
 
-    pub(crate) fn cancel(&self) -> Option<&'a CancellationToken> {
-        self.cancel
-    }
-
     fn breaker_current(&self) -> bool {
         self.permit.as_ref().is_none_or(Permit::is_current)
     }
@@ -234,6 +230,22 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             return ControlFlow::Break(self.give_up(reason));
         }
         ControlFlow::Continue(())
+    }
+
+    /// Runs one attempt, judges it, and waits before the next one if there is to be one.
+    #[inline]
+    pub(crate) async fn step(
+        &mut self,
+        fut: impl Future<Output = Result<T, E>>,
+        limit: Option<Duration>,
+    ) -> ControlFlow<Done<T, E>> {
+        let ran = match (limit, self.cancel) {
+            (None, None) => Ran::Done(fut.await),
+            // Timers and cancellation make a bigger future; only calls that use them pay.
+            (limit, cancel) => Box::pin(attempt(fut, limit, cancel)).await,
+        };
+        self.settle(ran)?;
+        Box::pin(self.pause()).await
     }
 
     /// Between a failed attempt and the next: takes a retry slot, plans the delay within the
@@ -416,16 +428,7 @@ where
             Ok(next) => next,
             Err(done) => return done,
         };
-        let fut = op(n);
-        let ran = match (limit, d.cancel()) {
-            (None, None) => Ran::Done(fut.await),
-            // Timers and cancellation make a bigger future; only calls that use them pay.
-            (limit, cancel) => Box::pin(attempt(fut, limit, cancel)).await,
-        };
-        if let ControlFlow::Break(done) = d.settle(ran) {
-            return done;
-        }
-        if let ControlFlow::Break(done) = Box::pin(d.pause()).await {
+        if let ControlFlow::Break(done) = d.step(op(n), limit).await {
             return done;
         }
     }
@@ -451,16 +454,7 @@ where
             Ok(next) => next,
             Err(done) => return done,
         };
-        let fut = op(n);
-        let ran = match (limit, d.cancel()) {
-            (None, None) => Ran::Done(fut.await),
-            // Timers and cancellation make a bigger future; only calls that use them pay.
-            (limit, cancel) => Box::pin(attempt(fut, limit, cancel)).await,
-        };
-        if let ControlFlow::Break(done) = d.settle(ran) {
-            return done;
-        }
-        if let ControlFlow::Break(done) = Box::pin(d.pause()).await {
+        if let ControlFlow::Break(done) = d.step(op(n), limit).await {
             return done;
         }
     }

@@ -621,6 +621,14 @@ impl CircuitBreaker {
         }
     }
 
+    /// Whether a success that took `elapsed` counts as a (slow) failure.
+    fn is_slow(&self, elapsed: Duration) -> bool {
+        self.inner
+            .config
+            .slow_call_threshold()
+            .is_some_and(|t| elapsed > t)
+    }
+
     fn release_probe(&self) {
         let mut slow = self.lock();
         slow.probes_in_flight = slow.probes_in_flight.saturating_sub(1);
@@ -932,12 +940,7 @@ impl<'a> Permit<'a> {
     /// assert_eq!(breaker.stats().failures_in_window, 1);
     /// ```
     pub fn success_after(self, elapsed: Duration) {
-        let slow = self
-            .breaker
-            .inner
-            .config
-            .slow_call_threshold()
-            .is_some_and(|t| elapsed > t);
+        let slow = self.breaker.is_slow(elapsed);
         self.record(slow);
     }
 }

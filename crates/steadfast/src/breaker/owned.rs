@@ -103,12 +103,7 @@ impl OwnedPermit {
     ///
     /// See [`Permit::success_after`](super::Permit::success_after) for an example.
     pub fn success_after(self, elapsed: Duration) {
-        let slow = self
-            .breaker
-            .inner
-            .config
-            .slow_call_threshold()
-            .is_some_and(|t| elapsed > t);
+        let slow = self.breaker.is_slow(elapsed);
         self.record(slow);
     }
 }
