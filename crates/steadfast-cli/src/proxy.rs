@@ -153,17 +153,20 @@ impl Shared {
             .collect()
     }
 
-    /// The upstream peer, waiting up to `reconnect_wait` for a restart in progress.
+    /// The upstream peer, waiting up to `reconnect_wait` for a restart in progress (including
+    /// one the supervisor has not noticed yet: a peer whose transport just closed).
     async fn peer(&self) -> Result<Peer<RoleClient>, CallFailure> {
         let mut rx = self.conn.subscribe();
-        let wait = rx.wait_for(|c| !matches!(c, Conn::Down));
+        let wait = rx.wait_for(|c| match c {
+            Conn::Up(p) => !p.is_transport_closed(),
+            Conn::Dead(_) => true,
+            Conn::Down => false,
+        });
         match tokio::time::timeout(self.config.reconnect_wait, wait).await {
             Ok(Ok(c)) => match &*c {
-                Conn::Up(p) if !p.is_transport_closed() => Ok(p.clone()),
-                Conn::Up(_) | Conn::Down => {
-                    Err(CallFailure::NotSent("upstream is restarting".into()))
-                }
+                Conn::Up(p) => Ok(p.clone()),
                 Conn::Dead(why) => Err(CallFailure::NotSent(format!("upstream is down: {why}"))),
+                Conn::Down => Err(CallFailure::NotSent("upstream is restarting".into())),
             },
             _ => Err(CallFailure::NotSent("upstream is restarting".into())),
         }
@@ -205,15 +208,12 @@ impl Shared {
     /// Restarts the upstream whenever it exits, until shutdown.
     async fn supervise(self: Arc<Self>, mut running: RunningService<RoleClient, UpstreamClient>) {
         loop {
-            let cancel = running.cancellation_token();
+            // On shutdown the running service is dropped with this select, which stops the
+            // service loop and kills the child.
             tokio::select! {
-                _ = self.shutdown.cancelled() => {
-                    cancel.cancel();
-                    return;
-                }
-                _ = wait_closed(running.peer().clone()) => {}
+                _ = self.shutdown.cancelled() => return,
+                _ = running.waiting() => {}
             }
-            drop(running);
             self.conn.send_replace(Conn::Down);
             if self.shutdown.is_cancelled() {
                 return;
@@ -348,14 +348,6 @@ impl Shared {
                 Err(ErrorData::internal_error("cancelled", None))
             }
         }
-    }
-}
-
-async fn wait_closed(peer: Peer<RoleClient>) {
-    // rmcp closes the peer's channel when the service loop ends (child exit, transport error).
-    let mut tick = tokio::time::interval(Duration::from_millis(50));
-    while !peer.is_transport_closed() {
-        tick.tick().await;
     }
 }
 

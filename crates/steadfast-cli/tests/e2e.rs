@@ -445,3 +445,44 @@ async fn prompts_and_logging_pass_through() {
     assert!(s.client.list_all_resources().await.is_err());
     assert_eq!(s.call("echo", json!({})).await.is_error, Some(false));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_safe_call_in_flight_when_the_upstream_dies_is_replayed_after_the_restart() {
+    let s = start(
+        r#"
+[proxy]
+health_tool = "steadfast_health"
+[defaults]
+retry = { max_attempts = 3, base_delay = "10ms", max_delay = "50ms", attempt_timeout = "10s" }
+"#,
+    )
+    .await;
+    let peer = s.client.peer().clone();
+    let slow = tokio::spawn(async move {
+        peer.call_tool(params("slow_report", json!({"seconds": 1})))
+            .await
+    });
+    s.wait_upstream("slow_report", 1).await;
+    let crashed = s.call("crash", json!({})).await;
+    assert_eq!(crashed.is_error, Some(true));
+    let r = tokio::time::timeout(Duration::from_secs(30), slow)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        r.is_error,
+        Some(false),
+        "the read-only call was replayed: {r:?}"
+    );
+    assert_eq!(steadfast_mcp::tool_result_text(&r), "report done in 1s");
+    // The fresh process saw it once: the replay.
+    assert_eq!(s.upstream_calls().await["slow_report"], 1);
+    let health = s
+        .call("steadfast_health", json!({}))
+        .await
+        .structured_content
+        .unwrap();
+    assert_eq!(health["upstream"]["restarts"], 1);
+    assert_eq!(health["tools"]["slow_report"]["successes_after_retry"], 1);
+}
