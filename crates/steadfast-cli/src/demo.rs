@@ -104,7 +104,7 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
         .await
         .context("MCP initialize failed")?;
     let info = client.peer_info().map(|i| i.server_info.clone());
-    println!(
+    say!(
         "steadfast demo: a real MCP client → steadfast proxy → example server ({})",
         info.flatten().map(|s| s.name).unwrap_or_else(|| "?".into())
     );
@@ -172,7 +172,7 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
         })
         .unwrap_or(0);
 
-    println!(
+    say!(
         "\n{} calls in {:.1}s",
         script.len(),
         started.elapsed().as_secs_f64()
@@ -203,21 +203,21 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
         ),
     ];
     for (label, n) in rows {
-        println!("  {label:<52} {n:>5}");
+        say!("  {label:<52} {n:>5}");
     }
-    println!("\nper tool (calls / retries / failures by code):");
+    say!("\nper tool (calls / retries / failures by code):");
     for (name, t) in &tools {
-        println!(
+        say!(
             "  {name:<14} {:>4} / {:>4} / {}",
             t["calls"].as_u64().unwrap_or(0),
             t["retries"].as_u64().unwrap_or(0),
             t["failures"]
         );
     }
-    println!("\nwhat the model saw for some failures:");
+    say!("\nwhat the model saw for some failures:");
     for (name, text) in examples.iter().take(6) {
         let short: String = text.chars().take(160).collect();
-        println!("  {name}: {short}");
+        say!("  {name}: {short}");
     }
     let _ = std::fs::remove_file(&config_path);
     client.cancel().await.ok();

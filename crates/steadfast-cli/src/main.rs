@@ -1,5 +1,13 @@
 //! The `steadfast` binary: the resilient MCP proxy, its demo, and tools around it.
 
+/// `println!` that returns an error instead of panicking when stdout is closed (`| head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
 mod config;
 mod demo;
 mod example_server;
@@ -119,8 +127,8 @@ fn main() -> ExitCode {
             Command::CheckConfig { file, server } => {
                 let config = Config::load(&file, server.as_deref())?;
                 match &config.upstream {
-                    Some(u) => println!("{}: ok (upstream: {u})", file.display()),
-                    None => println!("{}: ok (no upstream; give one after `--`)", file.display()),
+                    Some(u) => say!("{}: ok (upstream: {u})", file.display()),
+                    None => say!("{}: ok (no upstream; give one after `--`)", file.display()),
                 }
                 Ok(())
             }
@@ -134,6 +142,13 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`steadfast simulate … | head`): not an error worth a word.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("steadfast: {e}");
             ExitCode::FAILURE

@@ -8,12 +8,12 @@
 //! [`UpstreamClient`] forwards the server's notifications (progress, logging, list changes) and
 //! requests (sampling, roots, elicitation) back to the client. Progress tokens are rewritten
 //! both ways: rmcp gives every upstream request a token of its own, and the proxy maps it back
-//! to the token the client chose. A supervisor task restarts a dead upstream with backoff and
-//! tells the client its tool list may have changed.
+//! to the token the client chose. The upstream is a [`steadfast_mcp::Reconnecting`] connection:
+//! a dead upstream is restarted with backoff, and the client is told its tool list may have
+//! changed.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -22,14 +22,11 @@ use rmcp::model::{
     ErrorData, InitializeRequestParams, ProgressToken, ProtocolVersion, ServerConfig,
     ServerNotification, ServerRequest, ServerResult, Tool, ToolAnnotations, ToolsCapability,
 };
-use rmcp::service::{
-    NotificationContext, RequestContext, RoleClient, RoleServer, RunningService, Service,
-};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient, RoleServer, Service};
 use rmcp::{Peer, ServiceError};
 use serde_json::json;
 use steadfast::{CancellationToken, CircuitBreaker, Metrics, RetryBudget};
-use steadfast_mcp::{AttemptLimits, CallFailure, ToolCall, Upstream, send_tool_call};
-use tokio::sync::watch;
+use steadfast_mcp::{AttemptLimits, CallFailure, Reconnecting, ToolCall, Upstream, send_tool_call};
 
 use crate::config::{Config, ResolvedTool};
 
@@ -39,20 +36,10 @@ struct ToolEntry {
     breaker: Option<CircuitBreaker>,
 }
 
-/// The upstream connection as calls see it.
-#[derive(Clone)]
-enum Conn {
-    /// Not started yet, or restarting.
-    Down,
-    Up(Peer<RoleClient>),
-    /// Restarting failed for good.
-    Dead(String),
-}
-
 struct Shared {
     config: Config,
     upstream: Upstream,
-    conn: watch::Sender<Conn>,
+    conn: OnceLock<Reconnecting<UpstreamClient>>,
     downstream: OnceLock<Peer<RoleServer>>,
     client_params: OnceLock<InitializeRequestParams>,
     server_info: RwLock<Option<ServerConfig>>,
@@ -62,8 +49,6 @@ struct Shared {
     progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
     budget: Option<RetryBudget>,
     metrics: Metrics,
-    restarts: AtomicU64,
-    shutdown: CancellationToken,
 }
 
 /// The downstream-facing MCP server.
@@ -74,14 +59,13 @@ pub struct Proxy {
 
 impl Proxy {
     /// A proxy for `upstream` under `config`. Nothing starts until the client initializes.
-    pub fn new(config: Config, upstream: Upstream, shutdown: CancellationToken) -> Self {
+    pub fn new(config: Config, upstream: Upstream) -> Self {
         let budget = config.budget.clone().map(RetryBudget::new);
-        let (conn, _) = watch::channel(Conn::Down);
         Self {
             shared: Arc::new(Shared {
                 config,
                 upstream,
-                conn,
+                conn: OnceLock::new(),
                 downstream: OnceLock::new(),
                 client_params: OnceLock::new(),
                 server_info: RwLock::new(None),
@@ -90,8 +74,6 @@ impl Proxy {
                 progress: Mutex::default(),
                 budget,
                 metrics: Metrics::new(),
-                restarts: AtomicU64::new(0),
-                shutdown,
             }),
         }
     }
@@ -153,35 +135,43 @@ impl Shared {
             .collect()
     }
 
-    /// The upstream peer, waiting up to `reconnect_wait` for a restart in progress (including
-    /// one the supervisor has not noticed yet: a peer whose transport just closed).
+    /// The upstream peer, waiting up to `reconnect_wait` for a restart in progress.
     async fn peer(&self) -> Result<Peer<RoleClient>, CallFailure> {
-        let mut rx = self.conn.subscribe();
-        let wait = rx.wait_for(|c| match c {
-            Conn::Up(p) => !p.is_transport_closed(),
-            Conn::Dead(_) => true,
-            Conn::Down => false,
-        });
-        match tokio::time::timeout(self.config.reconnect_wait, wait).await {
-            Ok(Ok(c)) => match &*c {
-                Conn::Up(p) => Ok(p.clone()),
-                Conn::Dead(why) => Err(CallFailure::NotSent(format!("upstream is down: {why}"))),
-                Conn::Down => Err(CallFailure::NotSent("upstream is restarting".into())),
-            },
-            _ => Err(CallFailure::NotSent("upstream is restarting".into())),
+        match self.conn.get() {
+            Some(c) => c.peer(self.config.reconnect_wait).await,
+            None => Err(CallFailure::NotSent("upstream is not connected".into())),
         }
     }
 
-    async fn connect(
-        self: &Arc<Self>,
-        policy: &steadfast::RetryPolicy,
-    ) -> Result<RunningService<RoleClient, UpstreamClient>, String> {
-        let running = steadfast_mcp::connect(&self.upstream, policy, || UpstreamClient {
-            shared: Arc::downgrade(self),
+    /// Starts the upstream with the client's capabilities, supervised for the session.
+    async fn start(self: &Arc<Self>) -> Result<(), String> {
+        let weak = Arc::downgrade(self);
+        let hook = weak.clone();
+        let conn = Reconnecting::builder(self.upstream.clone(), move || UpstreamClient {
+            shared: weak.clone(),
         })
+        .connect_policy(self.config.connect.clone())
+        .reconnect_policy(self.config.restart.clone())
+        .on_connect(move |peer, again| {
+            let shared = hook.clone();
+            async move {
+                if let Some(shared) = shared.upgrade() {
+                    shared.connected(&peer, again).await;
+                }
+            }
+        })
+        .connect()
         .await
         .map_err(|e| steadfast::sanitize(&e.to_string()).into_owned())?;
-        if let Some(info) = running.peer().peer_info() {
+        let _ = self.conn.set(conn);
+        Ok(())
+    }
+
+    /// After every (re)connection: mirror the server's identity, learn tool annotations (replay
+    /// safety must not depend on the client listing tools), and after a restart tell the client
+    /// its tool list may have changed.
+    async fn connected(&self, peer: &Peer<RoleClient>, again: bool) {
+        if let Some(info) = peer.peer_info() {
             let mut config = ServerConfig::new(info.capabilities.clone())
                 .with_protocol_version(info.protocol_version.clone());
             if let Some(si) = &info.server_info {
@@ -195,48 +185,14 @@ impl Shared {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner) = Some(config);
         }
-        // Replay safety needs the tools' annotations even if the client never lists tools.
         if let Ok(Ok(tools)) =
-            tokio::time::timeout(Duration::from_secs(10), running.peer().list_all_tools()).await
+            tokio::time::timeout(Duration::from_secs(10), peer.list_all_tools()).await
         {
             self.learn_annotations(&tools);
         }
-        self.conn.send_replace(Conn::Up(running.peer().clone()));
-        Ok(running)
-    }
-
-    /// Restarts the upstream whenever it exits, until shutdown.
-    async fn supervise(self: Arc<Self>, mut running: RunningService<RoleClient, UpstreamClient>) {
-        loop {
-            // On shutdown the running service is dropped with this select, which stops the
-            // service loop and kills the child.
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                _ = running.waiting() => {}
-            }
-            self.conn.send_replace(Conn::Down);
-            if self.shutdown.is_cancelled() {
-                return;
-            }
-            let n = self.restarts.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::warn!(restarts = n, upstream = %self.upstream, "upstream exited; restarting");
-            let restarted = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                r = self.connect(&self.config.restart) => r,
-            };
-            match restarted {
-                Ok(r) => {
-                    running = r;
-                    tracing::info!(upstream = %self.upstream, "upstream restarted");
-                    if let Some(down) = self.downstream.get() {
-                        let _ = down.notify_tool_list_changed().await;
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "upstream could not be restarted; giving up");
-                    self.conn.send_replace(Conn::Dead(e));
-                    return;
-                }
+        if again {
+            if let Some(down) = self.downstream.get() {
+                let _ = down.notify_tool_list_changed().await;
             }
         }
     }
@@ -294,11 +250,10 @@ impl Shared {
     }
 
     fn health(&self) -> CallToolResult {
-        let connected = matches!(&*self.conn.borrow(), Conn::Up(p) if !p.is_transport_closed());
         let report = json!({
             "upstream": {
-                "connected": connected,
-                "restarts": self.restarts.load(Ordering::Relaxed),
+                "connected": self.conn.get().is_some_and(|c| c.is_connected()),
+                "restarts": self.conn.get().map_or(0, |c| c.reconnects()),
             },
             "tools": self.metrics.snapshot().tools,
             "breakers": self.breaker_stats(),
@@ -386,14 +341,12 @@ impl Service<RoleServer> for Proxy {
             ClientRequest::InitializeRequest(req) => {
                 let _ = shared.client_params.set(req.params.clone());
                 let _ = shared.downstream.set(context.peer.clone());
-                let running = shared.connect(&shared.config.connect).await.map_err(|e| {
-                    shared.conn.send_replace(Conn::Dead(e.clone()));
+                shared.start().await.map_err(|e| {
                     ErrorData::internal_error(
                         format!("could not start the upstream server: {e}"),
                         None,
                     )
                 })?;
-                tokio::spawn(shared.clone().supervise(running));
                 Ok(ServerResult::InitializeResult(self.get_info()))
             }
             ClientRequest::CallToolRequest(req) => Ok(ServerResult::CallToolResult(
@@ -521,11 +474,12 @@ impl Service<RoleClient> for UpstreamClient {
 /// Serves the proxy on stdio until the client disconnects.
 pub async fn run(config: Config, upstream: Upstream) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let shutdown = CancellationToken::new();
-    let proxy = Proxy::new(config, upstream, shutdown.clone());
-    let server = proxy.serve(rmcp::transport::stdio()).await?;
+    let proxy = Proxy::new(config, upstream);
+    let server = proxy.clone().serve(rmcp::transport::stdio()).await?;
     let reason = server.waiting().await;
-    shutdown.cancel();
+    if let Some(conn) = proxy.shared.conn.get() {
+        conn.shutdown();
+    }
     tracing::info!(?reason, "client disconnected");
     // Give the supervisor a moment to stop the child.
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -146,9 +146,9 @@ pub fn run(experiment: Experiment) -> anyhow::Result<()> {
             }
             bar.finish_and_clear();
             if common.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                say!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                print_contention(&rows);
+                print_contention(&rows)?;
             }
             if let Some(path) = &common.plot {
                 plot_contention(&rows, path)
@@ -195,9 +195,9 @@ pub fn run(experiment: Experiment) -> anyhow::Result<()> {
             }
             bar.finish_and_clear();
             if common.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                say!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                print_overload(&rows);
+                print_overload(&rows)?;
             }
             if let Some(path) = &common.plot {
                 plot_overload(&rows, path)
@@ -208,26 +208,40 @@ pub fn run(experiment: Experiment) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_contention(rows: &[ContentionRow]) {
-    println!(
+fn print_contention(rows: &[ContentionRow]) -> std::io::Result<()> {
+    say!(
         "{:<13} {:>7} {:>9} {:>12} {:>8}",
-        "jitter", "clients", "calls", "time (ms)", "gave up"
+        "jitter",
+        "clients",
+        "calls",
+        "time (ms)",
+        "gave up"
     );
     for r in rows {
-        println!(
+        say!(
             "{:<13} {:>7} {:>9} {:>12.0} {:>8}",
-            r.jitter, r.clients, r.calls, r.time_ms, r.gave_up
+            r.jitter,
+            r.clients,
+            r.calls,
+            r.time_ms,
+            r.gave_up
         );
     }
+    Ok(())
 }
 
-fn print_overload(rows: &[OverloadRow]) {
-    println!(
+fn print_overload(rows: &[OverloadRow]) -> std::io::Result<()> {
+    say!(
         "{:>8}  {:<27} {:>8} {:>10} {:>14} {:>10}",
-        "failing", "protection", "offered", "dep. calls", "amplification", "succeeded"
+        "failing",
+        "protection",
+        "offered",
+        "dep. calls",
+        "amplification",
+        "succeeded"
     );
     for r in rows {
-        println!(
+        say!(
             "{:>7.0}%  {:<27} {:>8} {:>10} {:>13.2}x {:>10}",
             r.failure_rate * 100.0,
             r.guard.label(),
@@ -237,6 +251,7 @@ fn print_overload(rows: &[OverloadRow]) {
             r.succeeded
         );
     }
+    Ok(())
 }
 
 const COLORS: [RGBColor; 4] = [

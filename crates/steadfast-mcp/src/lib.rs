@@ -7,8 +7,9 @@
 //!   `isError` judgment ([`RetryOnIsError`]), replay safety from tool annotations, and the
 //!   final [`LlmError`](steadfast::LlmError) as an `isError` result.
 //! - [`send_tool_call`] sends one attempt to an upstream peer with idle and hard timeouts
-//!   (the upstream is told when an attempt is abandoned), and [`connect`] opens an upstream
-//!   (child process or streamable HTTP) with retries.
+//!   (the upstream is told when an attempt is abandoned); [`connect`] opens an upstream
+//!   (child process or streamable HTTP) with retries, and [`Reconnecting`] keeps it open,
+//!   reconnecting whenever it goes away.
 //! - [`classify_service_error`], [`classify_error_data`] and [`classify_tool_result`] map
 //!   rmcp's failures onto Steadfast's classes.
 //!
@@ -29,6 +30,7 @@ mod connect;
 mod failure;
 mod middleware;
 mod policy;
+mod reconnect;
 
 pub use call::{ToolCall, llm_error_result};
 pub use classify::{
@@ -39,3 +41,4 @@ pub use connect::{ConnectError, Upstream, connect, default_connect_policy};
 pub use failure::CallFailure;
 pub use middleware::Resilient;
 pub use policy::{RetryOnIsError, ToolPolicy};
+pub use reconnect::{Reconnecting, ReconnectingBuilder};
