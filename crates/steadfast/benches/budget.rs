@@ -46,6 +46,15 @@ fn budget(c: &mut Criterion) {
                 })
             })
         });
+        g.bench_function("steadfast, one clock read (as the engine pays)", |b| {
+            b.iter_custom(|n| {
+                contended(threads, n, &|| {
+                    let now = tokio::time::Instant::now();
+                    ours.deposit_at(now);
+                    black_box(ours.try_withdraw_at(now));
+                })
+            })
+        });
         g.bench_function("tower TpsBudget", |b| {
             b.iter_custom(|n| {
                 contended(threads, n, &|| {

@@ -323,7 +323,20 @@ impl RetryBudget {
     ///
     /// See [`RetryBudget`] for an example.
     pub fn try_withdraw(&self) -> bool {
-        let now = self.nanos(Instant::now());
+        self.try_withdraw_at(Instant::now())
+    }
+
+    /// [`try_withdraw`](Self::try_withdraw) at a time the caller already read (the engine has
+    /// one in hand when it decides to retry).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let b = steadfast::RetryBudget::new(Default::default());
+    /// assert!(b.try_withdraw_at(tokio::time::Instant::now()));
+    /// # }
+    /// ```
+    pub fn try_withdraw_at(&self, now: Instant) -> bool {
+        let now = self.nanos(now);
         let i = &self.inner;
         // Reserve first, then check: two racing withdrawals cannot both take the last retry.
         i.withdrawals.add(now, 1);

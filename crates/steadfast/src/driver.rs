@@ -272,7 +272,12 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             return ControlFlow::Break(self.give_up(GiveUpReason::TimeBudget));
         }
         // Withdraw last, so a retry that is not going to happen spends nothing.
-        if self.cb.budget.as_ref().is_some_and(|b| !b.try_withdraw()) {
+        if self
+            .cb
+            .budget
+            .as_ref()
+            .is_some_and(|b| !b.try_withdraw_at(self.start + elapsed))
+        {
             return ControlFlow::Break(self.give_up(GiveUpReason::BudgetExhausted));
         }
 
