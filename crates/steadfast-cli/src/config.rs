@@ -3,6 +3,7 @@
 //!
 //! ```toml
 //! [upstream]                      # or: url = "http://…/mcp", headers = { Authorization = "…" }
+//!                                 # (https:// needs the `https` feature)
 //! command = "python3"
 //! args = ["server.py"]
 //! env = { API_BASE = "https://example.com" }
@@ -473,6 +474,19 @@ fn upstream_from(u: RawUpstream, file: &str, text: &str) -> Result<Upstream, Con
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(err("url", "must start with http:// or https://"));
             }
+            if url.starts_with("https://") && !cfg!(feature = "https") {
+                return Err(err(
+                    "url",
+                    "https upstreams need steadfast built with the `https` feature \
+                     (cargo install steadfast-cli --features https)",
+                ));
+            }
+            if !cfg!(feature = "http") {
+                return Err(err(
+                    "url",
+                    "HTTP upstreams need steadfast built with the `http` feature",
+                ));
+            }
             Ok(Upstream::Http {
                 url,
                 headers: u.headers,
@@ -640,6 +654,28 @@ breaker = false
         );
         let syntax = error("[defaults\n");
         assert!(syntax.starts_with("steadfast.toml:1:"), "{syntax}");
+    }
+
+    #[test]
+    fn https_urls_need_the_https_feature() {
+        let r = Config::parse_toml(
+            "[upstream]\nurl = \"https://mcp.example.com/mcp\"\n",
+            "t.toml",
+        );
+        if cfg!(feature = "https") {
+            assert!(r.is_ok());
+        } else {
+            let e = r.unwrap_err().to_string();
+            assert!(
+                e.starts_with("t.toml:2: upstream.url: https upstreams need"),
+                "{e}"
+            );
+        }
+        let e = Config::parse_toml("[upstream]\nurl = \"ftp://x\"\n", "t.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.toml:2: upstream.url: must start with http:// or https://"
+        );
     }
 
     #[test]

@@ -176,6 +176,12 @@ async fn connect_once<S: Service<RoleClient>>(
                     .map_err(|_| ConnectError::Config(format!("header `{k}`: invalid value")))?;
                 config.custom_headers.insert(name, value);
             }
+            #[cfg(feature = "https")]
+            {
+                // reqwest is built without a default crypto provider; ring is ours. Installing
+                // fails only if one is already installed, which is as good.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+            }
             let transport = StreamableHttpClientTransport::from_config(config);
             service.serve(transport).await.map_err(|e| {
                 ConnectError::Initialize(steadfast::sanitize(&e.to_string()).into_owned())
