@@ -37,7 +37,7 @@ struct Inner<S> {
 
 /// An upstream MCP connection supervised for its whole life.
 ///
-/// [`Reconnecting::connect`] connects under one policy (default
+/// [`ReconnectingBuilder::connect`] connects under one policy (default
 /// [`default_connect_policy`](crate::default_connect_policy): 3 attempts, 500 ms base, 5 s
 /// cap); afterwards, whenever the service loop ends — the child exited, the transport closed —
 /// it reconnects under another, runs the `on_connect` hook (to re-learn tools, tell a
