@@ -26,7 +26,9 @@ use rmcp::service::{NotificationContext, RequestContext, RoleClient, RoleServer,
 use rmcp::{Peer, ServiceError};
 use serde_json::json;
 use steadfast::{CancellationToken, CircuitBreaker, Metrics, RetryBudget};
-use steadfast_mcp::{AttemptLimits, CallFailure, Reconnecting, ToolCall, Upstream, send_tool_call};
+use steadfast_mcp::{
+    AttemptLimits, CallFailure, Reconnecting, ToolAnswer, ToolCall, Upstream, send_tool_call,
+};
 
 use crate::config::{Config, ResolvedTool};
 
@@ -201,10 +203,10 @@ impl Shared {
         self: &Arc<Self>,
         request: CallToolRequest,
         context: RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> ServerResult {
         let name = request.params.name.to_string();
         if self.config.health_tool.as_deref() == Some(name.as_str()) {
-            return self.health();
+            return ServerResult::CallToolResult(self.health());
         }
         let tool = self.tool(&name);
         let annotations = self
@@ -220,6 +222,8 @@ impl Shared {
             max: policy.attempt_max,
         };
         let client_token = context.meta.get_progress_token();
+        // Task handles and input-required rounds are not tool results: they end the call as is.
+        let other: Arc<Mutex<Option<ServerResult>>> = Arc::default();
         let result = ToolCall::new(&name, policy)
             .replays_ambiguous(replay)
             .breaker(tool.breaker.clone())
@@ -229,6 +233,7 @@ impl Shared {
                 let params = request.params.clone();
                 let client_token = client_token.clone();
                 let shared = self.clone();
+                let other = other.clone();
                 async move {
                     let peer = shared.peer().await?;
                     let mut upstream_token = None;
@@ -242,11 +247,20 @@ impl Shared {
                     if let Some(t) = upstream_token {
                         shared.progress_map().remove(&t);
                     }
-                    out
+                    match out? {
+                        ToolAnswer::Result(r) => Ok(r),
+                        ToolAnswer::Other(answer) => {
+                            *other.lock().unwrap_or_else(PoisonError::into_inner) = Some(*answer);
+                            Ok(CallToolResult::success(vec![]))
+                        }
+                    }
                 }
             })
             .await;
-        sanitize_error_text(result)
+        if let Some(answer) = other.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            return answer;
+        }
+        ServerResult::CallToolResult(sanitize_error_text(result))
     }
 
     fn health(&self) -> CallToolResult {
@@ -349,9 +363,7 @@ impl Service<RoleServer> for Proxy {
                 })?;
                 Ok(ServerResult::InitializeResult(self.get_info()))
             }
-            ClientRequest::CallToolRequest(req) => Ok(ServerResult::CallToolResult(
-                shared.call_tool(req, context).await,
-            )),
+            ClientRequest::CallToolRequest(req) => Ok(shared.call_tool(req, context).await),
             ClientRequest::ListToolsRequest(req) => {
                 let result = shared
                     .forward(ClientRequest::ListToolsRequest(req), &context.ct)

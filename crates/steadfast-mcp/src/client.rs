@@ -62,7 +62,17 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Sends `tools/call` to `peer` and waits for the result.
+/// What the upstream answered to `tools/call`.
+#[derive(Debug)]
+pub enum ToolAnswer {
+    /// A tool result (which may have `isError: true`).
+    Result(CallToolResult),
+    /// Any other result — a task handle, an input-required round — to hand to the caller as it
+    /// is, without judging or retrying it.
+    Other(Box<ServerResult>),
+}
+
+/// Sends `tools/call` to `peer` and waits for the answer.
 ///
 /// Failures are sorted by what they prove: the request could not be queued at all →
 /// [`CallFailure::NotSent`]; a JSON-RPC error → [`CallFailure::Rpc`]; timeout or transport
@@ -75,7 +85,7 @@ pub async fn send_tool_call(
     params: CallToolRequestParams,
     limits: AttemptLimits,
     on_sent: impl FnOnce(&ProgressToken),
-) -> Result<CallToolResult, CallFailure> {
+) -> Result<ToolAnswer, CallFailure> {
     if peer.is_transport_closed() {
         return Err(CallFailure::NotSent("upstream is not connected".to_owned()));
     }
@@ -99,14 +109,8 @@ pub async fn send_tool_call(
     // Answered, or timed out (rmcp has already sent the cancellation): nothing left to cancel.
     guard.id = None;
     match response {
-        Ok(ServerResult::CallToolResult(r)) => Ok(r),
-        Ok(other) => Err(CallFailure::Rpc(rmcp::model::ErrorData::internal_error(
-            format!("unexpected response to tools/call: {other:?}")
-                .chars()
-                .take(200)
-                .collect::<String>(),
-            None,
-        ))),
+        Ok(ServerResult::CallToolResult(r)) => Ok(ToolAnswer::Result(r)),
+        Ok(other) => Ok(ToolAnswer::Other(Box::new(other))),
         Err(ServiceError::McpError(e)) => Err(CallFailure::Rpc(e)),
         Err(e) => Err(CallFailure::Lost(e)),
     }
