@@ -268,6 +268,39 @@ impl ServerHandler for Flaky {
     }
 }
 
+/// Serves the example server over streamable HTTP at `addr` until killed, printing the URL
+/// (stdout is not the protocol in this mode). Each session gets fresh counters.
+#[cfg(feature = "http")]
+pub async fn run_http(addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+    let mut config = StreamableHttpServerConfig::default();
+    config.sse_keep_alive = None;
+    let service = StreamableHttpService::new(
+        || Ok(Flaky::default()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on http://{}/mcp", listener.local_addr()?)?;
+        out.flush()?;
+    }
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let svc = hyper_util::service::TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, svc)
+                .await;
+        });
+    }
+}
+
 /// Serves the example server on stdio until the client disconnects.
 pub async fn run() -> anyhow::Result<()> {
     let server = Flaky::default().serve(rmcp::transport::stdio()).await?;

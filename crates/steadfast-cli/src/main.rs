@@ -67,7 +67,12 @@ enum Command {
         calls: u32,
     },
     /// Serve the bundled unreliable MCP server on stdio (used by the demo and tests).
-    ExampleServer,
+    ExampleServer {
+        /// Serve streamable HTTP at this address instead (e.g. 127.0.0.1:0); prints the URL.
+        #[cfg(feature = "http")]
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
+    },
     /// Simulate a policy on a simulated clock: client contention per jitter strategy, or load
     /// amplification against a failing dependency.
     Simulate {
@@ -133,7 +138,9 @@ fn main() -> ExitCode {
                 Ok(())
             }
             Command::Demo { calls } => demo::run(calls).await,
-            Command::ExampleServer => example_server::run().await,
+            #[cfg(feature = "http")]
+            Command::ExampleServer { http: Some(addr) } => example_server::run_http(addr).await,
+            Command::ExampleServer { .. } => example_server::run().await,
             // Each run builds its own paused-clock runtime, which cannot nest in this one.
             Command::Simulate { experiment } => {
                 tokio::task::spawn_blocking(move || sim_report::run(experiment)).await?

@@ -63,6 +63,10 @@ impl Drop for TempFile {
 }
 
 async fn start(config: &str) -> Session {
+    start_with(config, &["--", BIN, "example-server"]).await
+}
+
+async fn start_with(config: &str, upstream_args: &[&str]) -> Session {
     static N: AtomicU32 = AtomicU32::new(0);
     let path = std::env::temp_dir().join(format!(
         "steadfast-e2e-{}-{}.toml",
@@ -74,9 +78,7 @@ async fn start(config: &str) -> Session {
     cmd.arg("proxy")
         .arg("--config")
         .arg(&path)
-        .arg("--")
-        .arg(BIN)
-        .arg("example-server")
+        .args(upstream_args)
         .kill_on_drop(true);
     let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
         .stderr(std::process::Stdio::null())
@@ -485,4 +487,48 @@ retry = { max_attempts = 3, base_delay = "10ms", max_delay = "50ms", attempt_tim
         .unwrap();
     assert_eq!(health["upstream"]["restarts"], 1);
     assert_eq!(health["tools"]["slow_report"]["successes_after_retry"], 1);
+}
+
+#[cfg(feature = "http")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_upstream_gets_the_same_treatment() {
+    use tokio::io::AsyncBufReadExt;
+    let mut server = tokio::process::Command::new(BIN)
+        .args(["example-server", "--http", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let url = first.strip_prefix("listening on ").unwrap().to_owned();
+    let config = format!("[upstream]\nurl = \"{url}\"\n{FAST}");
+    let s = start_with(&config, &[]).await;
+    for i in 0..2 {
+        let r = s
+            .call("flaky_search", json!({"query": format!("h{i}")}))
+            .await;
+        assert_eq!(
+            steadfast_mcp::tool_result_text(&r),
+            format!("results for h{i}"),
+            "{r:?}"
+        );
+    }
+    assert_eq!(
+        s.upstream_calls().await["flaky_search"],
+        6,
+        "retries went over HTTP"
+    );
+    let e = llm_error(&s.call("strict", json!({})).await);
+    assert_eq!(e["code"], "INVALID_REQUEST");
+    let info = s.client.peer_info().unwrap();
+    assert_eq!(
+        info.server_info.as_ref().unwrap().name,
+        "steadfast-example-server"
+    );
 }
