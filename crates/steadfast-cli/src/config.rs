@@ -26,6 +26,9 @@
 //! [tools."search_*"]                 # by name or glob; exact names win over globs
 //! retry = { max_attempts = 5 }
 //!
+//! [tools."db_*"]
+//! dependency = "postgres"            # one breaker for every tool of the dependency
+//!
 //! [tools.send_email]
 //! retry_ambiguous = false            # never replay after a timeout (the default unless annotated)
 //! ```
@@ -115,6 +118,7 @@ struct ToolSettings {
     retry_on_is_error: Option<RetryOnIsError>,
     retry_ambiguous: Option<bool>,
     breaker: Option<BreakerSetting>,
+    dependency: Option<String>,
 }
 
 impl ToolSettings {
@@ -127,6 +131,7 @@ impl ToolSettings {
             attempt_max: over.attempt_max.or(self.attempt_max),
             retry_on_is_error: over.retry_on_is_error.or(self.retry_on_is_error),
             retry_ambiguous: over.retry_ambiguous.or(self.retry_ambiguous),
+            dependency: over.dependency.clone().or_else(|| self.dependency.clone()),
             breaker: match (&self.breaker, &over.breaker) {
                 (Some(BreakerSetting::On(a)), Some(BreakerSetting::On(b))) => {
                     Some(BreakerSetting::On(a.clone().layer(b)))
@@ -152,7 +157,11 @@ impl ToolSettings {
             Some(BreakerSetting::On(b)) => Some(b.build().map_err(|e| ("breaker", e))?),
             None => Some(BreakerConfig::default()),
         };
-        Ok(ResolvedTool { policy, breaker })
+        Ok(ResolvedTool {
+            policy,
+            breaker,
+            dependency: self.dependency.clone(),
+        })
     }
 }
 
@@ -200,6 +209,8 @@ pub struct ResolvedTool {
     pub policy: ToolPolicy,
     /// The tool's breaker, unless disabled.
     pub breaker: Option<BreakerConfig>,
+    /// Tools naming the same dependency share one breaker (the first one's configuration).
+    pub dependency: Option<String>,
 }
 
 enum Pattern {
@@ -441,6 +452,7 @@ impl Config {
             self.defaults.resolve().unwrap_or_else(|_| ResolvedTool {
                 policy: ToolPolicy::default(),
                 breaker: Some(BreakerConfig::default()),
+                dependency: None,
             })
         })
     }
@@ -587,6 +599,8 @@ mod tests {
         );
         assert_eq!(c.tool("x").breaker.unwrap().failure_threshold(), 5);
         assert!(c.budget.is_some());
+        assert_eq!(c.tool("db_read").dependency.as_deref(), Some("postgres"));
+        assert_eq!(c.tool("search_web").dependency, None);
     }
 
     #[test]

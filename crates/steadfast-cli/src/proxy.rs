@@ -47,6 +47,8 @@ struct Shared {
     server_info: RwLock<Option<ServerConfig>>,
     annotations: RwLock<HashMap<String, ToolAnnotations>>,
     tools: Mutex<HashMap<String, Arc<ToolEntry>>>,
+    /// Breakers by tool name, or by dependency name for tools that share one.
+    breakers: Mutex<HashMap<String, CircuitBreaker>>,
     /// Upstream progress token → the client's token.
     progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
     budget: Option<RetryBudget>,
@@ -73,6 +75,7 @@ impl Proxy {
                 server_info: RwLock::new(None),
                 annotations: RwLock::default(),
                 tools: Mutex::default(),
+                breakers: Mutex::default(),
                 progress: Mutex::default(),
                 budget,
                 metrics: Metrics::new(),
@@ -119,21 +122,30 @@ impl Shared {
             .entry(name.to_owned())
             .or_insert_with(|| {
                 let settings = self.config.tool(name);
-                let breaker = settings
-                    .breaker
-                    .clone()
-                    .map(|c| CircuitBreaker::named(name.to_owned(), c));
+                let breaker = settings.breaker.clone().map(|c| {
+                    let key = settings
+                        .dependency
+                        .clone()
+                        .unwrap_or_else(|| name.to_owned());
+                    self.breakers
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .entry(key.clone())
+                        .or_insert_with(|| CircuitBreaker::named(key, c))
+                        .clone()
+                });
                 Arc::new(ToolEntry { settings, breaker })
             })
             .clone()
     }
 
+    /// Breaker states by tool, or by dependency for tools that share one.
     fn breaker_stats(&self) -> BTreeMap<String, steadfast::BreakerStats> {
-        self.tools
+        self.breakers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .filter_map(|(k, t)| Some((k.clone(), t.breaker.as_ref()?.stats())))
+            .map(|(k, b)| (k.clone(), b.stats()))
             .collect()
     }
 

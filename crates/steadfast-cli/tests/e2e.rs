@@ -532,3 +532,30 @@ async fn a_streamable_http_upstream_gets_the_same_treatment() {
         "steadfast-example-server"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_of_one_dependency_share_a_breaker() {
+    let s = start(
+        r#"
+[tools."*"]
+dependency = "backend"
+breaker = { failure_threshold = 1, reset_timeout = "60s" }
+[tools.hang]
+retry = { max_attempts = 1, attempt_timeout = "200ms" }
+[tools.calls]
+breaker = false
+"#,
+    )
+    .await;
+    assert_eq!(
+        llm_error(&s.call("hang", json!({})).await)["code"],
+        "TIMEOUT"
+    );
+    // The dependency's breaker is open: another of its tools fails fast, without a call.
+    assert_eq!(
+        llm_error(&s.call("echo", json!({})).await)["code"],
+        "CIRCUIT_OPEN"
+    );
+    let calls = s.upstream_calls().await;
+    assert!(calls.get("echo").is_none(), "{calls}");
+}
