@@ -14,6 +14,7 @@
 //! | `read_file` | read-only | `file not found: …` (a business failure) with a token and a stack trace in the text |
 //! | `strict` | read-only | a JSON-RPC `invalid params` error |
 //! | `slow_report` | read-only | takes `seconds` (default 3) and reports progress every second |
+//! | `flaky_report` | read-only | reports progress 0, 1 then fails (502); the next call reports 0, 1, 2 and succeeds |
 //! | `hang` | read-only | never answers; counts `hang:cancelled` when the client cancels |
 //! | `garbage` | read-only | writes a line that is not JSON-RPC to stdout, then answers |
 //! | `send_email` | none | answers after `delay_ms` (default 0); a side effect, never idempotent |
@@ -40,6 +41,7 @@ struct Flaky {
     calls: Arc<Mutex<BTreeMap<String, u32>>>,
     search: Arc<AtomicU32>,
     limited: Arc<AtomicU32>,
+    report: Arc<AtomicU32>,
 }
 
 fn schema(props: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -89,6 +91,12 @@ fn tools() -> Vec<Tool> {
             "slow_report",
             "Takes `seconds` seconds, reporting progress",
             schema(json!({"seconds": {"type": "number"}})),
+        )
+        .with_annotations(ro.clone()),
+        Tool::new(
+            "flaky_report",
+            "Reports progress, then fails with 502 on every other call",
+            schema(json!({})),
         )
         .with_annotations(ro.clone()),
         Tool::new("hang", "Never answers", schema(json!({}))).with_annotations(ro.clone()),
@@ -216,6 +224,23 @@ impl ServerHandler for Flaky {
                     }
                 }
                 text(format!("report done in {seconds}s"))
+            }
+            "flaky_report" => {
+                // Odd calls report two steps then fail transiently; even calls report three.
+                let n = self.report.fetch_add(1, Ordering::SeqCst);
+                let steps = if n % 2 == 0 { 2 } else { 3 };
+                if let Some(token) = context.meta.get_progress_token() {
+                    for i in 0..steps {
+                        let p = ProgressNotificationParam::new(token.clone(), f64::from(i));
+                        let _ = context.peer.notify_progress(p).await;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+                if n % 2 == 0 {
+                    tool_error("502 Bad Gateway")
+                } else {
+                    text("report done")
+                }
             }
             "hang" => {
                 context.ct.cancelled().await;

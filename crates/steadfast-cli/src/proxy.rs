@@ -51,6 +51,9 @@ struct Shared {
     breakers: Mutex<HashMap<String, CircuitBreaker>>,
     /// Upstream progress token → the client's token.
     progress: Mutex<HashMap<ProgressToken, ProgressToken>>,
+    /// The last progress value relayed per client token: a retried attempt starts its progress
+    /// over, and MCP requires progress to increase, so values that do not are held back.
+    progress_high: Mutex<HashMap<ProgressToken, f64>>,
     budget: Option<RetryBudget>,
     metrics: Metrics,
 }
@@ -77,6 +80,7 @@ impl Proxy {
                 tools: Mutex::default(),
                 breakers: Mutex::default(),
                 progress: Mutex::default(),
+                progress_high: Mutex::default(),
                 budget,
                 metrics: Metrics::new(),
             }),
@@ -112,6 +116,21 @@ impl Shared {
                 Some(a) => ann.insert(t.name.to_string(), a.clone()),
                 None => ann.remove(t.name.as_ref()),
             };
+        }
+    }
+
+    /// Records `value` for `token` if it is higher than anything relayed for it before.
+    fn progress_rises(&self, token: &ProgressToken, value: f64) -> bool {
+        let mut high = self
+            .progress_high
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match high.get(token) {
+            Some(last) if value <= *last => false,
+            _ => {
+                high.insert(token.clone(), value);
+                true
+            }
         }
     }
 
@@ -269,6 +288,12 @@ impl Shared {
                 }
             })
             .await;
+        if let Some(t) = &client_token {
+            self.progress_high
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(t);
+        }
         if let Some(answer) = other.lock().unwrap_or_else(PoisonError::into_inner).take() {
             return answer;
         }
@@ -471,6 +496,9 @@ impl Service<RoleClient> for UpstreamClient {
             ServerNotification::ProgressNotification(mut n) => {
                 match shared.client_token(&n.params.progress_token).await {
                     Some(client_token) => {
+                        if !shared.progress_rises(&client_token, n.params.progress) {
+                            return Ok(());
+                        }
                         n.params.progress_token = client_token;
                         ServerNotification::ProgressNotification(n)
                     }

@@ -19,14 +19,17 @@ const BIN: &str = env!("CARGO_BIN_EXE_steadfast");
 
 #[derive(Clone, Default)]
 struct Recorder {
-    progress: Arc<Mutex<Vec<ProgressToken>>>,
+    progress: Arc<Mutex<Vec<(ProgressToken, f64)>>>,
     logs: Arc<Mutex<Vec<Value>>>,
     list_changed: Arc<AtomicU32>,
 }
 
 impl ClientHandler for Recorder {
     async fn on_progress(&self, p: ProgressNotificationParam, _c: NotificationContext<RoleClient>) {
-        self.progress.lock().unwrap().push(p.progress_token);
+        self.progress
+            .lock()
+            .unwrap()
+            .push((p.progress_token, p.progress));
     }
 
     async fn on_tool_list_changed(&self, _c: NotificationContext<RoleClient>) {
@@ -275,7 +278,7 @@ async fn progress_notifications_reach_the_client_with_its_token() {
     let seen = s.recorder.progress.lock().unwrap().clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert!(
-        seen.iter().all(|t| *t == token),
+        seen.iter().all(|(t, _)| *t == token),
         "the client's own token: {seen:?} vs {token:?}"
     );
 }
@@ -558,4 +561,22 @@ breaker = false
     );
     let calls = s.upstream_calls().await;
     assert!(calls.get("echo").is_none(), "{calls}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_keeps_rising_across_a_retry() {
+    let s = start(FAST).await;
+    let r = s.call("flaky_report", json!({})).await;
+    assert_eq!(steadfast_mcp::tool_result_text(&r), "report done", "{r:?}");
+    assert_eq!(s.upstream_calls().await["flaky_report"], 2, "one retry");
+    // Attempt 1 reported 0, 1; attempt 2 reported 0, 1, 2. The client sees only rises.
+    let values: Vec<f64> = s
+        .recorder
+        .progress
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| p.1)
+        .collect();
+    assert_eq!(values, [0.0, 1.0, 2.0]);
 }
