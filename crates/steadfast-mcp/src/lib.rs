@@ -13,6 +13,39 @@
 //! - [`classify_service_error`], [`classify_error_data`] and [`classify_tool_result`] map
 //!   rmcp's failures onto Steadfast's classes.
 //!
+//! # A resilient client in a few lines
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use rmcp::model::CallToolRequestParams;
+//! use steadfast::CancellationToken;
+//! use steadfast_mcp::{AttemptLimits, Reconnecting, ToolAnswer, ToolCall, ToolPolicy, Upstream, send_tool_call};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // Start the server, and restart it whenever it dies.
+//! let conn = Reconnecting::builder(Upstream::command("python3", ["weather.py"]), || ())
+//!     .connect()
+//!     .await?;
+//! let policy = ToolPolicy::default();
+//! let limits = AttemptLimits { idle: Some(Duration::from_secs(30)), max: None };
+//! let params = CallToolRequestParams::new("forecast");
+//! let result = ToolCall::new("forecast", &policy)
+//!     .replays_ambiguous(true) // the tool is read-only
+//!     .run(&CancellationToken::new(), |_| {
+//!         let (conn, params) = (conn.clone(), params.clone());
+//!         async move {
+//!             let peer = conn.peer(Duration::from_secs(10)).await?; // NotSent while restarting
+//!             match send_tool_call(&peer, params, limits, |_| {}).await? {
+//!                 ToolAnswer::Result(r) => Ok(r),
+//!                 ToolAnswer::Other(_) => Ok(rmcp::model::CallToolResult::success(vec![])),
+//!             }
+//!         }
+//!     })
+//!     .await;
+//! // `result` is the tool's answer, or an `isError` result carrying a sanitized LlmError.
+//! # let _ = result; Ok(()) }
+//! ```
+//!
 //! # What "never ran" means
 //! A tool that is not marked `readOnlyHint` or `idempotentHint` is retried only after failures
 //! that prove the upstream never received the call: the breaker was open (no request is made),
