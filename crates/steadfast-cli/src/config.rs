@@ -46,6 +46,9 @@ use steadfast::{
 };
 use steadfast_mcp::{RetryOnIsError, ToolPolicy, Upstream};
 
+/// The default per-attempt idle timeout for proxied tool calls.
+pub const PROXY_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// A configuration error, located in its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -142,10 +145,12 @@ impl ToolSettings {
     }
 
     fn resolve(&self) -> Result<ResolvedTool, (&'static str, PolicyError)> {
-        let retry = self
-            .retry
-            .clone()
-            .unwrap_or_default()
+        // The proxy's one default that differs from the library's: an attempt silent for five
+        // minutes is abandoned (and the upstream told), so a hung tool cannot hold a client, or
+        // a breaker's half-open probe slot, forever. `attempt_timeout = "none"` lifts it.
+        let retry = RetryPolicy::builder()
+            .attempt_timeout(PROXY_IDLE_TIMEOUT)
+            .layer(&self.retry.clone().unwrap_or_default())
             .build()
             .map_err(|e| ("retry", e))?;
         let mut policy = ToolPolicy::new(retry).map_err(|e| ("retry", e))?;
@@ -601,6 +606,22 @@ mod tests {
         assert!(c.budget.is_some());
         assert_eq!(c.tool("db_read").dependency.as_deref(), Some("postgres"));
         assert_eq!(c.tool("search_web").dependency, None);
+    }
+
+    #[test]
+    fn attempts_time_out_after_five_silent_minutes_unless_lifted() {
+        let c = Config::parse_toml("", "t.toml").unwrap();
+        assert_eq!(c.tool("x").policy.idle_timeout(), Some(PROXY_IDLE_TIMEOUT));
+        let c = Config::parse_toml(
+            "[tools.long]\nretry = { attempt_timeout = \"none\" }\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(c.tool("long").policy.idle_timeout(), None);
+        assert_eq!(
+            c.tool("other").policy.idle_timeout(),
+            Some(PROXY_IDLE_TIMEOUT)
+        );
     }
 
     #[test]
