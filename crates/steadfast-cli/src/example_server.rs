@@ -1,7 +1,8 @@
 //! `steadfast example-server`: a deliberately unreliable MCP server for the demo, the tests,
 //! and for trying a policy by hand.
 //!
-//! It also lists one prompt (`triage`), to show requests other than tools passing through.
+//! It also lists one prompt (`triage`), to show requests other than tools passing through;
+//! getting it fails with an error that leaks credentials, for the proxy to redact.
 //!
 //! Every failure is deterministic (counters, not dice), so a test can say exactly what must
 //! happen. Tools:
@@ -159,6 +160,22 @@ impl ServerHandler for Flaky {
         Ok(rmcp::model::ListPromptsResult::with_all_items(vec![
             rmcp::model::Prompt::new("triage", Some("Triage an incident"), None),
         ]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        // A careless error that leaks a credential, for the proxy to redact.
+        Err(ErrorData::invalid_params(
+            format!(
+                "prompt `{}` failed: GET https://admin:hunter22@internal.example.com/prompts \
+                 (Authorization: Bearer sk-live-abcdefghijklmnopqrstuvwx)",
+                request.name
+            ),
+            Some(json!({"token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"})),
+        ))
     }
 
     async fn list_tools(

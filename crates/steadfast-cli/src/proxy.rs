@@ -357,9 +357,23 @@ impl Shared {
     }
 }
 
+/// A failure to report to the other side. Error text from the upstream may be read by a model,
+/// so its message goes through the sanitizer; its code and data are kept.
 fn service_error(e: ServiceError) -> ErrorData {
     match e {
-        ServiceError::McpError(e) => e,
+        ServiceError::McpError(mut e) => {
+            if let std::borrow::Cow::Owned(clean) = steadfast::sanitize(&e.message) {
+                e.message = clean.into();
+            }
+            if let Some(data) = &e.data {
+                let text = data.to_string();
+                if let std::borrow::Cow::Owned(clean) = steadfast::sanitize(&text) {
+                    // Redaction can break the JSON; then the data goes rather than the secret stay.
+                    e.data = serde_json::from_str(&clean).ok();
+                }
+            }
+            e
+        }
         other => {
             ErrorData::internal_error(steadfast::sanitize(&other.to_string()).into_owned(), None)
         }

@@ -446,6 +446,17 @@ async fn prompts_and_logging_pass_through() {
         *s.recorder.logs.lock().unwrap(),
         [json!({"note": "disk almost full"})]
     );
+    // Upstream error text is sanitized on the way through, code kept.
+    let err = s
+        .client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new("triage"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("prompt `triage` failed"), "{err}");
+    for secret in ["hunter22", "sk-live", "ghp_"] {
+        assert!(!err.contains(secret), "{secret} leaked: {err}");
+    }
     // A method the upstream does not serve fails as the upstream says, and nothing breaks.
     assert!(s.client.list_all_resources().await.is_err());
     assert_eq!(s.call("echo", json!({})).await.is_error, Some(false));
