@@ -59,12 +59,14 @@ impl Upstream {
 impl std::fmt::Display for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // Arguments can carry tokens (`--api-key …`): logs see them sanitized.
             Self::Command { command, args, .. } => {
-                f.write_str(command)?;
+                let mut line = command.clone();
                 for a in args {
-                    write!(f, " {a}")?;
+                    line.push(' ');
+                    line.push_str(a);
                 }
-                Ok(())
+                f.write_str(&steadfast::sanitize(&line))
             }
             // Only scheme, host and path: the URL may carry credentials.
             Self::Http { url, .. } => f.write_str(&steadfast::sanitize(url)),

@@ -54,3 +54,14 @@ fn http_urls_are_shown_without_credentials() {
     };
     assert!(!up.to_string().contains("hunter2"), "{up}");
 }
+
+#[test]
+fn commands_are_shown_without_credentials() {
+    let up = Upstream::command(
+        "node",
+        ["server.js", "--api_key=sk-live-abcdefghijklmnopqrstuvwx"],
+    );
+    let shown = up.to_string();
+    assert!(shown.starts_with("node server.js"), "{shown}");
+    assert!(!shown.contains("sk-live"), "{shown}");
+}
