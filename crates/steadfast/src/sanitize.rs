@@ -195,7 +195,7 @@ pub const BUILTIN_RULES: &[Rule] = &[
     ),
     Rule::builtin(
         "auth-header",
-        r#"(?i)(?P<KEEP>\b(?:proxy-)?(?:authorization|x-api-key|api-key|x-auth-token|x-access-token|cookie|set-cookie)["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token|digest)\s+)?[^\s,;"']+"#,
+        r#"(?i)(?P<KEEP>\b(?:proxy-)?(?:authorization|x-api-key|api-key|x-auth-token|x-access-token|cookie|set-cookie)["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token|digest)\s+)?[^\s,;"')}>]+"#,
         "[redacted]",
         None,
     ),

@@ -15,6 +15,10 @@ const SECRETS: &[(&str, &str)] = &[
         "Authorization: [redacted] rejected",
     ),
     (
+        "upstream refused the call (Authorization: Bearer sk-live-abcdefghijklmnopqrstuvwx)",
+        "upstream refused the call (Authorization: [redacted])",
+    ),
+    (
         "request failed with header Bearer abcdef1234567890XYZ",
         "request failed with header Bearer [redacted]",
     ),
