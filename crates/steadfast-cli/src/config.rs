@@ -261,10 +261,7 @@ impl Default for Config {
 }
 
 fn restart_default() -> RetryPolicyBuilder {
-    RetryPolicy::builder()
-        .max_attempts(10)
-        .base_delay(Duration::from_millis(500))
-        .max_delay(Duration::from_secs(30))
+    steadfast_mcp::default_reconnect_policy().to_builder()
 }
 
 fn connect_default() -> RetryPolicyBuilder {

@@ -27,7 +27,8 @@ use rmcp::{Peer, ServiceError};
 use serde_json::json;
 use steadfast::{CancellationToken, CircuitBreaker, Metrics, RetryBudget};
 use steadfast_mcp::{
-    AttemptLimits, CallFailure, Reconnecting, ToolAnswer, ToolCall, Upstream, send_tool_call,
+    AttemptLimits, CallFailure, Reconnecting, ToolAnswer, ToolCall, Upstream, send_request,
+    send_tool_call,
 };
 
 use crate::config::{Config, ResolvedTool};
@@ -253,18 +254,15 @@ impl Shared {
             max: policy.attempt_max,
         };
         let client_token = context.meta.get_progress_token();
-        // Task handles and input-required rounds are not tool results: they end the call as is.
-        let other: Arc<Mutex<Option<ServerResult>>> = Arc::default();
-        let result = ToolCall::new(&name, policy)
+        let answer = ToolCall::new(&name, policy)
             .replays_ambiguous(replay)
             .breaker(tool.breaker.clone())
             .budget(self.budget.clone())
             .metrics(Some(self.metrics.tool(&name)))
-            .run(&context.ct, |_| {
+            .run_answer(&context.ct, |_| {
                 let params = request.params.clone();
                 let client_token = client_token.clone();
                 let shared = self.clone();
-                let other = other.clone();
                 async move {
                     let peer = shared.peer().await?;
                     let mut upstream_token = None;
@@ -278,13 +276,7 @@ impl Shared {
                     if let Some(t) = upstream_token {
                         shared.progress_map().remove(&t);
                     }
-                    match out? {
-                        ToolAnswer::Result(r) => Ok(r),
-                        ToolAnswer::Other(answer) => {
-                            *other.lock().unwrap_or_else(PoisonError::into_inner) = Some(*answer);
-                            Ok(CallToolResult::success(vec![]))
-                        }
-                    }
+                    out
                 }
             })
             .await;
@@ -294,10 +286,11 @@ impl Shared {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(t);
         }
-        if let Some(answer) = other.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            return answer;
+        match answer {
+            ToolAnswer::Result(r) => ServerResult::CallToolResult(sanitize_error_text(r)),
+            // Task handles and input-required rounds end the call as they are.
+            ToolAnswer::Other(other) => *other,
         }
-        ServerResult::CallToolResult(sanitize_error_text(result))
     }
 
     fn health(&self) -> CallToolResult {
@@ -335,24 +328,21 @@ impl Shared {
         request: ClientRequest,
         ct: &CancellationToken,
     ) -> Result<ServerResult, ErrorData> {
-        let peer = self
-            .peer()
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let handle = peer
-            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
-            .await
-            .map_err(service_error)?;
-        let (id, upstream) = (handle.id.clone(), handle.peer.clone());
+        let peer = self.peer().await.map_err(failure_error)?;
+        // Dropping the send (when the client cancels) tells the upstream to stop.
         tokio::select! {
-            r = handle.await_response() => r.map_err(service_error),
-            _ = ct.cancelled() => {
-                let n = rmcp::model::CancelledNotification::new(
-                    rmcp::model::CancelledNotificationParam::new(Some(id), Some("cancelled by the client".into())),
-                );
-                let _ = upstream.send_notification(n.into()).await;
-                Err(ErrorData::internal_error("cancelled", None))
-            }
+            r = send_request(&peer, request, AttemptLimits::default(), |_| {}) => r.map_err(failure_error),
+            _ = ct.cancelled() => Err(ErrorData::internal_error("cancelled", None)),
+        }
+    }
+}
+
+/// A failed forwarded request, as the other side should see it.
+fn failure_error(f: CallFailure) -> ErrorData {
+    match f {
+        CallFailure::Rpc(e) => service_error(ServiceError::McpError(e)),
+        other => {
+            ErrorData::internal_error(steadfast::sanitize(&other.to_string()).into_owned(), None)
         }
     }
 }

@@ -7,6 +7,7 @@ use steadfast::{
     RetryError, ToolMetrics,
 };
 
+use crate::client::ToolAnswer;
 use crate::failure::CallFailure;
 use crate::policy::ToolPolicy;
 
@@ -102,12 +103,47 @@ impl<'a> ToolCall<'a> {
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<CallToolResult, CallFailure>>,
     {
+        let answer = self
+            .run_answer(cancel, |n| {
+                let fut = attempt(n);
+                async move { fut.await.map(ToolAnswer::Result) }
+            })
+            .await;
+        match answer {
+            ToolAnswer::Result(r) => r,
+            // `attempt` only ever produces results.
+            ToolAnswer::Other(_) => CallToolResult::success(vec![]),
+        }
+    }
+
+    /// Like [`run`](Self::run), for attempts that may get an answer other than a tool result
+    /// (a task handle, an input-required round): such an answer ends the call as it is,
+    /// neither judged nor retried.
+    ///
+    /// ```
+    /// use rmcp::model::{CallToolResult, ContentBlock};
+    /// use steadfast::CancellationToken;
+    /// use steadfast_mcp::{ToolAnswer, ToolCall, ToolPolicy};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = ToolPolicy::default();
+    /// let answer = ToolCall::new("t", &policy)
+    ///     .run_answer(&CancellationToken::new(), |_| async {
+    ///         Ok(ToolAnswer::Result(CallToolResult::success(vec![ContentBlock::text("ok")])))
+    ///     })
+    ///     .await;
+    /// assert!(matches!(answer, ToolAnswer::Result(r) if r.is_error == Some(false)));
+    /// # }
+    /// ```
+    pub async fn run_answer<F, Fut>(self, cancel: &CancellationToken, mut attempt: F) -> ToolAnswer
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<ToolAnswer, CallFailure>>,
+    {
         let replay = self.replay;
         let mode = self.policy.retry_on_is_error;
-        let mut retry =
-            Retry::<CallToolResult, CallFailure>::new(self.policy.engine_policy().clone())
-                .name(self.tool.to_owned())
-                .should_retry(move |e, _| replay || e.never_ran());
+        let mut retry = Retry::<ToolAnswer, CallFailure>::new(self.policy.engine_policy().clone())
+            .name(self.tool.to_owned())
+            .should_retry(move |e, _| replay || e.never_ran());
         if let Some(b) = self.breaker {
             retry = retry.breaker(b);
         }
@@ -125,18 +161,18 @@ impl<'a> ToolCall<'a> {
             .run(|n| {
                 let fut = attempt(n);
                 async move {
-                    let result = fut.await?;
-                    match mode.judge(&result) {
-                        Some(class) => Err(CallFailure::Tool(Box::new(result), class)),
-                        None => Ok(result),
+                    match fut.await? {
+                        ToolAnswer::Result(result) => match mode.judge(&result) {
+                            Some(class) => Err(CallFailure::Tool(Box::new(result), class)),
+                            None => Ok(ToolAnswer::Result(result)),
+                        },
+                        other => Ok(other),
                     }
                 }
             })
             .await;
-        match outcome {
-            Ok(result) => result,
-            Err(e) => llm_error_result(&final_error(self.tool, &e)),
-        }
+        outcome
+            .unwrap_or_else(|e| ToolAnswer::Result(llm_error_result(&final_error(self.tool, &e))))
     }
 }
 

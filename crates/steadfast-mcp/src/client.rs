@@ -74,22 +74,38 @@ pub enum ToolAnswer {
 
 /// Sends `tools/call` to `peer` and waits for the answer.
 ///
-/// Failures are sorted by what they prove: the request could not be queued at all →
-/// [`CallFailure::NotSent`]; a JSON-RPC error → [`CallFailure::Rpc`]; timeout or transport
-/// lost while waiting → [`CallFailure::Lost`]. `on_sent` runs as soon as the request is on its
-/// way, with the progress token the upstream will use (to map progress back to the caller's
-/// token). If the returned future is dropped before the answer, the upstream is sent
-/// `notifications/cancelled`.
+/// Failures are sorted as [`send_request`] sorts them; `on_sent` and cancellation on drop work
+/// the same way.
 pub async fn send_tool_call(
     peer: &Peer<RoleClient>,
     params: CallToolRequestParams,
     limits: AttemptLimits,
     on_sent: impl FnOnce(&ProgressToken),
 ) -> Result<ToolAnswer, CallFailure> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    Ok(match send_request(peer, request, limits, on_sent).await? {
+        ServerResult::CallToolResult(r) => ToolAnswer::Result(r),
+        other => ToolAnswer::Other(Box::new(other)),
+    })
+}
+
+/// Sends any request to `peer` and waits for the answer.
+///
+/// Failures are sorted by what they prove: the request could not be queued at all →
+/// [`CallFailure::NotSent`]; a JSON-RPC error → [`CallFailure::Rpc`]; timeout or transport
+/// lost while waiting → [`CallFailure::Lost`]. `on_sent` runs as soon as the request is on its
+/// way, with the progress token the upstream will use (to map progress back to the caller's
+/// token). If the returned future is dropped before the answer, the upstream is sent
+/// `notifications/cancelled`.
+pub async fn send_request(
+    peer: &Peer<RoleClient>,
+    request: ClientRequest,
+    limits: AttemptLimits,
+    on_sent: impl FnOnce(&ProgressToken),
+) -> Result<ServerResult, CallFailure> {
     if peer.is_transport_closed() {
         return Err(CallFailure::NotSent("upstream is not connected".to_owned()));
     }
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = match peer
         .send_request_with_option(request, limits.options())
         .await
@@ -109,8 +125,7 @@ pub async fn send_tool_call(
     // Answered, or timed out (rmcp has already sent the cancellation): nothing left to cancel.
     guard.id = None;
     match response {
-        Ok(ServerResult::CallToolResult(r)) => Ok(ToolAnswer::Result(r)),
-        Ok(other) => Ok(ToolAnswer::Other(Box::new(other))),
+        Ok(result) => Ok(result),
         Err(ServiceError::McpError(e)) => Err(CallFailure::Rpc(e)),
         Err(e) => Err(CallFailure::Lost(e)),
     }

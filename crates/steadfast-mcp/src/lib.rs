@@ -69,9 +69,9 @@ pub use call::{ToolCall, llm_error_result};
 pub use classify::{
     classify_error_data, classify_service_error, classify_tool_result, tool_result_text,
 };
-pub use client::{AttemptLimits, ToolAnswer, send_tool_call};
+pub use client::{AttemptLimits, ToolAnswer, send_request, send_tool_call};
 pub use connect::{ConnectError, Upstream, connect, default_connect_policy};
 pub use failure::CallFailure;
 pub use middleware::Resilient;
 pub use policy::{RetryOnIsError, ToolPolicy};
-pub use reconnect::{Reconnecting, ReconnectingBuilder};
+pub use reconnect::{Reconnecting, ReconnectingBuilder, default_reconnect_policy};

@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
     CallToolRequest, ClientNotification, ClientRequest, ProtocolVersion, ServerConfig, ServerResult,
@@ -12,6 +11,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceError};
 use steadfast::{BreakerConfig, BreakerRegistry, BudgetConfig, Metrics, RetryBudget};
 
 use crate::call::ToolCall;
+use crate::client::ToolAnswer;
 use crate::failure::CallFailure;
 use crate::policy::ToolPolicy;
 
@@ -114,17 +114,14 @@ impl<H: ServerHandler> Resilient<H> {
         let policy = self.tools.get(&name).unwrap_or(&self.default);
         let annotations = self.inner.get_tool(&name).and_then(|t| t.annotations);
         let idle = policy.idle_timeout();
-        // Task and input-required responses are not tool results: they end the call as is.
-        let other: Arc<Mutex<Option<ServerResult>>> = Arc::default();
-        let result = ToolCall::new(&name, policy)
+        let answer = ToolCall::new(&name, policy)
             .replays_ambiguous(policy.replays_ambiguous(annotations.as_ref()))
             .breaker(self.breakers.as_ref().map(|r| r.get(&name)))
             .budget(self.budget.clone())
             .metrics(Some(self.metrics.tool(&name)))
-            .run(&context.ct.clone(), |_| {
+            .run_answer(&context.ct.clone(), |_| {
                 let req = ClientRequest::CallToolRequest(request.clone());
                 let ctx = context.clone();
-                let other = other.clone();
                 async move {
                     let call = Service::handle_request(&self.inner, req, ctx);
                     let out = match idle {
@@ -134,18 +131,17 @@ impl<H: ServerHandler> Resilient<H> {
                         None => call.await,
                     };
                     match out {
-                        Ok(ServerResult::CallToolResult(r)) => Ok(r),
-                        Ok(result) => {
-                            *other.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
-                            Ok(rmcp::model::CallToolResult::success(vec![]))
-                        }
+                        Ok(ServerResult::CallToolResult(r)) => Ok(ToolAnswer::Result(r)),
+                        Ok(other) => Ok(ToolAnswer::Other(Box::new(other))),
                         Err(e) => Err(CallFailure::Rpc(e)),
                     }
                 }
             })
             .await;
-        let other = other.lock().unwrap_or_else(PoisonError::into_inner).take();
-        Ok(other.unwrap_or(ServerResult::CallToolResult(result)))
+        Ok(match answer {
+            ToolAnswer::Result(r) => ServerResult::CallToolResult(r),
+            ToolAnswer::Other(other) => *other,
+        })
     }
 }
 

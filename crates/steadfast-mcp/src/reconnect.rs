@@ -135,7 +135,12 @@ impl<S: Service<RoleClient>> ReconnectingBuilder<S> {
     }
 }
 
-fn default_reconnect_policy() -> RetryPolicy {
+/// The reconnect policy when none is given: 10 attempts, 500 ms base, 30 s cap, full jitter.
+///
+/// ```
+/// assert_eq!(steadfast_mcp::default_reconnect_policy().max_attempts(), 10);
+/// ```
+pub fn default_reconnect_policy() -> RetryPolicy {
     RetryPolicy::builder()
         .max_attempts(10)
         .base_delay(Duration::from_millis(500))
