@@ -136,9 +136,11 @@ impl Shared {
     }
 
     fn tool(&self, name: &str) -> Arc<ToolEntry> {
-        self.tools
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(t) = tools.get(name) {
+            return t.clone();
+        }
+        tools
             .entry(name.to_owned())
             .or_insert_with(|| {
                 let settings = self.config.tool(name);

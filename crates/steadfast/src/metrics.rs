@@ -318,7 +318,12 @@ impl Metrics {
     ///
     /// See [`Metrics`] for an example.
     pub fn tool(&self, name: &str) -> ToolMetrics {
-        self.lock()
+        let mut tools = self.lock();
+        // Looked up on every call: no key allocation when the tool is known.
+        if let Some(m) = tools.get(name) {
+            return m.clone();
+        }
+        tools
             .entry(name.to_owned())
             .or_insert_with(|| ToolMetrics::new(name))
             .clone()
