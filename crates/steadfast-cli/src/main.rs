@@ -8,11 +8,15 @@ macro_rules! say {
     }};
 }
 
-mod config;
 mod demo;
 mod example_server;
-mod proxy;
+mod jobs;
 mod sim_report;
+
+/// The proxy's configuration lives in the gateway library; the simulator reads it too.
+mod config {
+    pub use steadfast_gateway::Config;
+}
 mod simulate;
 
 use std::path::PathBuf;
@@ -24,7 +28,18 @@ use crate::config::Config;
 
 /// Resilient tool calls for AI agents: an MCP proxy with retries, breakers and LLM-safe errors.
 #[derive(Debug, Parser)]
-#[command(name = "steadfast", version, about)]
+#[command(
+    name = "steadfast",
+    version,
+    about,
+    after_help = "Examples:
+  steadfast proxy -- npx -y @modelcontextprotocol/server-filesystem /tmp
+  steadfast proxy --retries 4 --attempt-timeout 20s -- python3 server.py
+  steadfast proxy --config ~/.cursor/mcp.json --server github
+  steadfast check-config steadfast.toml
+  steadfast completions bash > /etc/bash_completion.d/steadfast
+  steadfast demo"
+)]
 struct Cli {
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = ArgAction::Count, global = true)]
@@ -40,6 +55,13 @@ enum Command {
     ///
     /// `steadfast proxy -- python3 server.py` needs no config; `--config steadfast.toml` (or a
     /// Claude Desktop / Cursor JSON file with `mcpServers`) sets policies and the upstream.
+    #[command(after_help = "Examples:
+  steadfast proxy -- npx -y @modelcontextprotocol/server-memory
+  steadfast proxy --retries 2 --max-elapsed 60s --health-tool steadfast_health -- uvx mcp-server-time
+  steadfast proxy --config steadfast.toml
+  steadfast proxy --config claude_desktop_config.json --server filesystem
+
+Quick flags layer over the defaults; a --config file's own settings win over them.")]
     Proxy {
         /// A TOML config, or a JSON file in the `mcpServers` shape.
         #[arg(short, long)]
@@ -47,9 +69,16 @@ enum Command {
         /// Which `mcpServers` entry to wrap, when the JSON file has several.
         #[arg(long)]
         server: Option<String>,
+        #[command(flatten)]
+        quick: QuickFlags,
         /// The upstream command and its arguments (overrides the config's upstream).
         #[arg(last = true)]
         command: Vec<String>,
+    },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
     /// Validate a config file; each error is reported with file, line, key and constraint.
     CheckConfig {
@@ -79,14 +108,190 @@ enum Command {
         #[command(subcommand)]
         experiment: sim_report::Experiment,
     },
+    /// Inspect and repair a durable job store: list, show, dead, requeue, purge, stats.
+    Jobs(jobs::JobsArgs),
+}
+
+/// The common case without a config file: retries and bounds from the command line.
+#[derive(Debug, Clone, Default, clap::Args)]
+struct QuickFlags {
+    /// Retries after the first attempt (max_attempts = N + 1).
+    #[arg(long, value_name = "N")]
+    retries: Option<u32>,
+    /// How long an attempt may stay silent (no result, no progress), e.g. 30s.
+    #[arg(long, value_name = "DURATION")]
+    attempt_timeout: Option<String>,
+    /// The time budget of one call, retries included, e.g. 2m.
+    #[arg(long, value_name = "DURATION")]
+    max_elapsed: Option<String>,
+    /// Add a health tool with this name to the upstream's tools.
+    #[arg(long, value_name = "NAME")]
+    health_tool: Option<String>,
+    /// Serve streamable HTTP at this address (e.g. 127.0.0.1:8080) instead of stdio.
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// With --listen: accept bearer tokens listed (comma-separated) in this environment variable.
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "VAR")]
+    token_env: Option<String>,
+    /// With --listen: accept bearer tokens listed one per line in this file.
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// With --listen: also accept this Origin (loopback origins always are). Repeatable.
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+    /// With --listen: end a session unused this long (default 30m).
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "DURATION")]
+    session_idle: Option<humantime::Duration>,
+}
+
+#[cfg(feature = "http")]
+impl QuickFlags {
+    /// The HTTP front's options, if `--listen` was given.
+    fn http(&self) -> anyhow::Result<Option<steadfast_gateway::HttpOptions>> {
+        let Some(listen) = self.listen else {
+            return Ok(None);
+        };
+        let mut tokens = Vec::new();
+        if let Some(var) = &self.token_env {
+            let v = std::env::var(var)
+                .map_err(|_| anyhow::anyhow!("--token-env {var}: the variable is not set"))?;
+            tokens.extend(
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        if let Some(path) = &self.token_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("--token-file {}: {e}", path.display()))?;
+            tokens.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        if (self.token_env.is_some() || self.token_file.is_some()) && tokens.is_empty() {
+            anyhow::bail!("--token-env/--token-file gave no token: refusing to serve without one");
+        }
+        if tokens.is_empty() && !listen.ip().is_loopback() {
+            anyhow::bail!(
+                "--listen {listen} is not a loopback address: give --token-env or --token-file"
+            );
+        }
+        Ok(Some(steadfast_gateway::HttpOptions {
+            listen,
+            tokens,
+            allowed_origins: self.allow_origin.clone(),
+            session_idle: self.session_idle.map_or(
+                steadfast_gateway::HttpOptions::default().session_idle,
+                Into::into,
+            ),
+            ..Default::default()
+        }))
+    }
+}
+
+impl QuickFlags {
+    /// The flags as TOML, to layer under a config file.
+    fn to_toml(&self) -> Option<String> {
+        let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
+        let mut retry = Vec::new();
+        if let Some(n) = self.retries {
+            retry.push(format!("max_attempts = {}", u64::from(n) + 1));
+        }
+        if let Some(d) = &self.attempt_timeout {
+            retry.push(format!("attempt_timeout = {}", q(d)));
+        }
+        if let Some(d) = &self.max_elapsed {
+            retry.push(format!("max_elapsed = {}", q(d)));
+        }
+        let mut out = String::new();
+        if let Some(h) = &self.health_tool {
+            out.push_str(&format!("[proxy]\nhealth_tool = {}\n", q(h)));
+        }
+        if !retry.is_empty() {
+            out.push_str(&format!("[defaults]\nretry = {{ {} }}\n", retry.join(", ")));
+        }
+        (!out.is_empty()).then_some(out)
+    }
+}
+
+/// Layers a config file's TOML over the quick flags' (the file wins), table by table.
+fn merge_toml(under: toml::Table, over: toml::Table) -> toml::Table {
+    let mut out = under;
+    for (k, v) in over {
+        let merged = match (out.remove(&k), v) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => {
+                toml::Value::Table(merge_toml(a, b))
+            }
+            (_, v) => v,
+        };
+        out.insert(k, merged);
+    }
+    out
+}
+
+/// The proxy's config: the file (checked alone first, so errors keep its line numbers), then
+/// layered over the quick flags.
+fn proxy_config(
+    path: Option<&PathBuf>,
+    server: Option<&str>,
+    quick: &QuickFlags,
+) -> anyhow::Result<Config> {
+    let flags = quick.to_toml();
+    let file_config = match path {
+        Some(p) => Some(Config::load_all(p, server).map_err(config_errors)?),
+        None => None,
+    };
+    let Some(flags) = flags else {
+        return Ok(file_config.unwrap_or_default());
+    };
+    let under: toml::Table = toml::from_str(&flags)?;
+    let over: toml::Table = match path {
+        Some(p) if !is_json(p) => toml::from_str(&std::fs::read_to_string(p)?)?,
+        _ => toml::Table::new(),
+    };
+    let text = toml::to_string(&merge_toml(under, over))?;
+    let mut config = Config::parse_toml_all(&text, "<command line>").map_err(config_errors)?;
+    // An mcpServers file contributes its upstream only.
+    if let Some(f) = file_config {
+        if config.upstream.is_none() {
+            config.upstream = f.upstream;
+        }
+        config.warnings.extend(f.warnings);
+    }
+    Ok(config)
+}
+
+fn is_json(p: &std::path::Path) -> bool {
+    p.extension().is_some_and(|e| e == "json")
+}
+
+fn config_errors(errors: Vec<steadfast_gateway::ConfigError>) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{}",
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
 }
 
 fn init_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
+    // Our crates at the asked level; the MCP library's internals only from -vvv.
     let default = match verbose {
         0 => "warn",
-        1 => "info",
-        2 => "debug",
+        1 => "warn,steadfast=info,steadfast_gateway=info,steadfast_mcp=info",
+        2 => "warn,steadfast=debug,steadfast_gateway=debug,steadfast_mcp=debug",
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
@@ -101,6 +306,15 @@ fn init_logging(verbose: u8) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    if let Command::Proxy {
+        config,
+        server,
+        quick,
+        command,
+    } = cli.command
+    {
+        return run_proxy(config, server, quick, command);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -110,27 +324,30 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Proxy {
-                config,
-                server,
-                command,
-            } => {
-                let config = match &config {
-                    Some(path) => Config::load(path, server.as_deref())?,
-                    None => Config::default(),
-                };
-                let upstream = match command.split_first() {
-                    Some((program, args)) => steadfast_mcp::Upstream::command(program.clone(), args.iter().cloned()),
-                    None => config.upstream.clone().ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "no upstream: give one after `--` (steadfast proxy -- python3 server.py) or in the config's [upstream]"
-                        )
-                    })?,
-                };
-                proxy::run(config, upstream).await
+            Command::Proxy { .. } => Ok(()),
+            Command::Completions { shell } => {
+                use clap::CommandFactory;
+                let mut cmd = Cli::command();
+                clap_complete::generate(shell, &mut cmd, "steadfast", &mut std::io::stdout());
+                Ok(())
             }
             Command::CheckConfig { file, server } => {
-                let config = Config::load(&file, server.as_deref())?;
+                let config = Config::load_all(&file, server.as_deref()).map_err(|errors| {
+                    let n = errors.len();
+                    anyhow::anyhow!(
+                        "{}\n{n} error{} in {}",
+                        errors
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        if n == 1 { "" } else { "s" },
+                        file.display()
+                    )
+                })?;
+                for w in &config.warnings {
+                    eprintln!("steadfast: warning: {w}");
+                }
                 match &config.upstream {
                     Some(u) => say!("{}: ok (upstream: {u})", file.display()),
                     None => say!("{}: ok (no upstream; give one after `--`)", file.display()),
@@ -145,6 +362,7 @@ fn main() -> ExitCode {
             Command::Simulate { experiment } => {
                 tokio::task::spawn_blocking(move || sim_report::run(experiment)).await?
             }
+            Command::Jobs(args) => jobs::run(args).await,
         }
     });
     match result {
@@ -160,5 +378,107 @@ fn main() -> ExitCode {
             eprintln!("steadfast: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The proxy runs on a current-thread runtime: one client, one thread, no hops between threads
+/// on the way from stdin to the upstream and back.
+fn run_proxy(
+    config: Option<PathBuf>,
+    server: Option<String>,
+    quick: QuickFlags,
+    command: Vec<String>,
+) -> ExitCode {
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("steadfast: {e}");
+        ExitCode::FAILURE
+    };
+    if let Err(e) = steadfast_gateway::upstream::check_depth() {
+        return fail(&e);
+    }
+    let config_path = config.clone();
+    let config = match proxy_config(config.as_ref(), server.as_deref(), &quick) {
+        Ok(c) => c,
+        Err(e) => return fail(&e),
+    };
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
+    let upstream = match command.split_first() {
+        Some((program, args)) => {
+            steadfast_mcp::Upstream::command(program.clone(), args.iter().cloned())
+        }
+        None => match config.upstream.clone() {
+            Some(u) => u,
+            None => {
+                return fail(
+                    &"no upstream: give one after `--` (steadfast proxy -- python3 server.py) or in the config's [upstream]",
+                );
+            }
+        },
+    };
+    let reload_flags = quick.clone();
+    // SIGHUP reads the same file (and flags) again.
+    let reload: Option<steadfast_gateway::Reload> = config_path.map(|path| {
+        let reload: steadfast_gateway::Reload = std::sync::Arc::new(move || {
+            proxy_config(Some(&path), server.as_deref(), &reload_flags).map_err(|e| {
+                vec![steadfast_gateway::ConfigError {
+                    file: path.display().to_string(),
+                    line: None,
+                    key: String::new(),
+                    message: e.to_string(),
+                }]
+            })
+        });
+        reload
+    });
+    #[cfg(feature = "http")]
+    match quick.http() {
+        Ok(Some(options)) => {
+            // Many clients: the multi-threaded runtime.
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            // Tests and scripts read the address (useful with port 0) from stderr.
+            runtime.spawn(async move {
+                if let Ok(addr) = rx.await {
+                    eprintln!("steadfast: serving MCP at http://{addr}/mcp");
+                }
+            });
+            return match runtime.block_on(steadfast_gateway::serve_http(
+                config,
+                upstream,
+                options,
+                Some(tx),
+                reload,
+            )) {
+                Ok(exit) => {
+                    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+                    ExitCode::from(u8::try_from(exit.code()).unwrap_or(1))
+                }
+                Err(e) => fail(&e),
+            };
+        }
+        Ok(None) => {}
+        Err(e) => return fail(&e),
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(steadfast_gateway::serve_stdio_with(
+        config, upstream, reload,
+    )) {
+        Ok(exit) => {
+            // Tasks still blocked on a read of stdin must not hold the process open.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+            ExitCode::from(u8::try_from(exit.code()).unwrap_or(1))
+        }
+        Err(e) => fail(&e),
     }
 }

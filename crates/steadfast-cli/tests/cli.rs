@@ -63,6 +63,10 @@ fn simulate_contention_prints_json_and_draws_a_plot() {
         .args([
             "simulate",
             "contention",
+            "--model",
+            "slots",
+            "--runs",
+            "1",
             "--clients",
             "1,20",
             "--json",
@@ -78,19 +82,43 @@ fn simulate_contention_prints_json_and_draws_a_plot() {
     );
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 8, "4 jitters × 2 sizes");
-    let none_20 = rows
+    assert_eq!(rows.len(), 8, "4 strategies × 2 sizes");
+    let lockstep = rows
         .iter()
-        .find(|r| r["jitter"] == "none" && r["clients"] == 20)
+        .find(|r| r["strategy"] == "exponential" && r["clients"] == 20)
         .unwrap();
-    assert_eq!(none_20["calls"], 210);
+    assert_eq!(lockstep["calls"].as_f64(), Some(210.0));
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(
-        svg.starts_with("<svg") && svg.contains("full jitter"),
+        svg.starts_with("<svg") && svg.contains("full jitter") && svg.contains("Slots model"),
         "{}",
         &svg[..100.min(svg.len())]
     );
-    let _ = std::fs::remove_file(plot);
+    let _ = std::fs::remove_file(&plot);
+
+    // The default is AWS's model: five strategies, including no backoff.
+    let out = Command::new(BIN)
+        .args([
+            "simulate",
+            "contention",
+            "--runs",
+            "2",
+            "--clients",
+            "10",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    assert!(rows.iter().all(|r| r["model"] == "aws" && r["runs"] == 2));
+    assert!(rows.iter().any(|r| r["strategy"] == "no-backoff"));
 }
 
 #[test]
@@ -130,6 +158,7 @@ fn simulate_overload_with_a_config_uses_its_policy() {
         retries["dependency_calls"], 1000,
         "max_attempts = 2 from the config"
     );
+    assert_eq!(retries["goodput"].as_f64(), Some(0.0), "a full outage");
     let bad = Command::new(BIN)
         .args(["simulate", "overload", "--failure-rates", "1.5"])
         .output()

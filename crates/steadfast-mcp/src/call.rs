@@ -134,16 +134,66 @@ impl<'a> ToolCall<'a> {
     /// assert!(matches!(answer, ToolAnswer::Result(r) if r.is_error == Some(false)));
     /// # }
     /// ```
-    pub async fn run_answer<F, Fut>(self, cancel: &CancellationToken, mut attempt: F) -> ToolAnswer
+    pub async fn run_answer<F, Fut>(self, cancel: &CancellationToken, attempt: F) -> ToolAnswer
     where
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<ToolAnswer, CallFailure>>,
     {
-        let replay = self.replay;
         let mode = self.policy.retry_on_is_error;
-        let mut retry = Retry::<ToolAnswer, CallFailure>::new(self.policy.engine_policy().clone())
+        self.run_judged(cancel, attempt, move |answer| match answer {
+            ToolAnswer::Result(result) => match mode.judge(&result) {
+                Some(class) => Err(CallFailure::Tool(Box::new(result), class)),
+                None => Ok(ToolAnswer::Result(result)),
+            },
+            other => Ok(other),
+        })
+        .await
+        .unwrap_or_else(|e| ToolAnswer::Result(llm_error_result(&e)))
+    }
+
+    /// The engine run over any answer type: `judge` turns an answer that is a failure (an
+    /// `isError` result the policy retries) into a [`CallFailure`]. On giving up, the error the
+    /// model should see. The proxy uses this over raw JSON results, so that nothing of the
+    /// upstream's answer is lost to a typed decode.
+    ///
+    /// ```
+    /// # async fn demo() {
+    /// use steadfast_mcp::{CallFailure, ToolCall, ToolPolicy};
+    /// let policy = ToolPolicy::default();
+    /// let out: Result<u32, steadfast::LlmError> = ToolCall::new("t", &policy)
+    ///     .run_judged(&Default::default(), |_| async { Ok::<_, CallFailure>(7) }, Ok)
+    ///     .await;
+    /// assert_eq!(out.unwrap(), 7);
+    /// # }
+    /// ```
+    pub async fn run_judged<T, F, Fut, J>(
+        self,
+        cancel: &CancellationToken,
+        mut attempt: F,
+        judge: J,
+    ) -> Result<T, LlmError>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, CallFailure>>,
+        J: Fn(T) -> Result<T, CallFailure>,
+    {
+        let replay = self.replay;
+        let tool = self.tool.to_owned();
+        let mut retry = Retry::<T, CallFailure>::new(self.policy.engine_policy().clone())
             .name(self.tool.to_owned())
-            .should_retry(move |e, _| replay || e.never_ran());
+            .should_retry(move |e, _| replay || e.never_ran())
+            // Retries are what an operator wants to see at -v: one line each, no error text
+            // that has not been through the sanitizer.
+            .on_retry(move |ev| {
+                tracing::info!(
+                    tool = %tool,
+                    attempt = ev.attempt,
+                    delay_ms = ev.delay.as_millis() as u64,
+                    code = ev.class.code.as_str(),
+                    message = %steadfast::sanitize(ev.class.message.as_deref().unwrap_or("")),
+                    "retrying"
+                );
+            });
         if let Some(b) = self.breaker {
             retry = retry.breaker(b);
         }
@@ -156,27 +206,18 @@ impl<'a> ToolCall<'a> {
         if let Some(s) = self.seed {
             retry = retry.seed(s);
         }
-        let outcome = retry
+        let judge = &judge;
+        retry
             .cancel_on(cancel)
             .run(|n| {
                 let fut = attempt(n);
-                async move {
-                    match fut.await? {
-                        ToolAnswer::Result(result) => match mode.judge(&result) {
-                            Some(class) => Err(CallFailure::Tool(Box::new(result), class)),
-                            None => Ok(ToolAnswer::Result(result)),
-                        },
-                        other => Ok(other),
-                    }
-                }
+                async move { judge(fut.await?) }
             })
-            .await;
-        outcome
-            .unwrap_or_else(|e| ToolAnswer::Result(llm_error_result(&final_error(self.tool, &e))))
+            .await
+            .map_err(|e| final_error(self.tool, &e))
     }
 }
 
-/// The model's view of a call that failed for good.
 fn final_error(tool: &str, e: &RetryError<CallFailure>) -> LlmError {
     let mut llm = e.to_llm_error(tool);
     let ambiguous = matches!(e.failure(), Failure::Error(f) if f.is_ambiguous())

@@ -27,6 +27,8 @@ pub enum CallFailure {
     Lost(ServiceError),
     /// The tool answered with `isError: true`, judged worth retrying.
     Tool(Box<CallToolResult>, ErrorClass),
+    /// A call limit refused the attempt: it was not sent, and is not retried.
+    Limited(steadfast::CallLimitExceeded),
 }
 
 impl CallFailure {
@@ -61,6 +63,7 @@ impl fmt::Display for CallFailure {
             Self::Rpc(e) => write!(f, "{}", e.message),
             Self::Lost(e) => write!(f, "{e}"),
             Self::Tool(r, _) => f.write_str(&tool_result_text(r)),
+            Self::Limited(e) => write!(f, "{e}"),
         }
     }
 }
@@ -75,6 +78,7 @@ impl Classify for CallFailure {
             Self::Rpc(e) => classify_error_data(e),
             Self::Lost(e) => classify_service_error(e),
             Self::Tool(_, class) => class.clone(),
+            Self::Limited(e) => e.class(),
         }
     }
 }

@@ -55,6 +55,15 @@ fn success(c: &mut Criterion) {
     let policy = RetryPolicy::default();
     let configured = Retry::<u32, ErrorClass>::new(policy.clone());
 
+    // What each future costs to move: printed for BENCHMARKS.md.
+    eprintln!(
+        "future sizes (bytes): steadfast Retry::run {}, steadfast retry() {}, backon {}",
+        std::mem::size_of_val(&configured.run(|_| async { Ok::<u32, ErrorClass>(1) })),
+        std::mem::size_of_val(&retry(&policy, |_| async { Ok::<u32, ErrorClass>(1) })),
+        std::mem::size_of_val(
+            &(|| async { Ok::<u32, ErrorClass>(1) }).retry(ExponentialBuilder::default())
+        ),
+    );
     g.bench_function("bare", |b| {
         b.iter(|| poll_once(async { Ok::<u32, ErrorClass>(black_box(1)) }))
     });

@@ -1,16 +1,21 @@
-//! Sanitizer throughput (MB/s) on a mixed corpus: mostly ordinary error messages, some with
-//! secrets, a few stack traces. Baseline in the same run: the same rules applied one regex at a
-//! time (the usual way), to show what the single combined pass buys.
+//! Sanitizer throughput (MiB/s) on text of every script, side by side.
+//!
+//! Each group is a 256 KiB text built from error messages: clean ASCII (the common case), clean
+//! accented Latin, CJK and emoji text, the ASCII text with one leading `é` (which once cost
+//! 200×), and a match-dense mixed text (about half the messages carry a secret, an internal URL
+//! or a stack trace). Baseline in the same run: the same rules applied one regex at a time (the
+//! usual way). The `adversarial` group feeds near-misses at two sizes: equal MiB/s at both sizes
+//! means linear time.
 //!
 //! Run: `cargo bench -p steadfast --bench sanitize`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use steadfast::{BUILTIN_RULES, Rule, Sanitizer, sanitize};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use steadfast::{BUILTIN_RULES, Rule, sanitize, sanitize_json};
 
-const MESSAGES: &[&str] = &[
+const MIXED: &[&str] = &[
     "File not found: /reports/2024/q3.pdf",
     "HTTP 404: resource not found",
     "Rate limit exceeded, retry in 30 seconds",
@@ -29,22 +34,50 @@ const MESSAGES: &[&str] = &[
     "User alice is not a member of team platform",
 ];
 
-fn corpus() -> String {
-    build(MESSAGES)
-}
+const ASCII: &[&str] = &[
+    "File not found: /reports/2024/q3.pdf",
+    "HTTP 404: resource not found",
+    "Rate limit exceeded, retry in 30 seconds",
+    "Invalid argument: 'limit' must be between 1 and 100",
+    "The API gateway timed out after 30000ms",
+    "Connection refused by api.example.com:443",
+    "Failed to decode JSON at line 1 column 17: expected value",
+    "Service temporarily unavailable (503)",
+    "User alice is not a member of team platform",
+    "Timeout waiting for lock on table orders after 5s",
+];
 
-/// Only the messages with nothing to redact: the common case.
-fn clean_corpus() -> String {
-    let clean: Vec<&str> = MESSAGES
-        .iter()
-        .copied()
-        .filter(|m| sanitize(m) == *m)
-        .collect();
-    build(&clean)
-}
+const ACCENTED: &[&str] = &[
+    "Fichier introuvable : /rapports/2024/été.pdf",
+    "Délai dépassé : le serveur n'a pas répondu après 30 secondes",
+    "Ungültiges Argument: „limit“ muss zwischen 1 und 100 liegen",
+    "Die Verbindung zur Datenbank wurde unerwartet geschlossen",
+    "Límite de solicitudes excedido; inténtelo de nuevo más tarde",
+    "Não foi possível decodificar o JSON na linha 1, coluna 17",
+    "Użytkownik Zażółć nie należy do zespołu platformy",
+    "Sunucu geçici olarak kullanılamıyor (503)",
+];
 
-fn build(messages: &[&str]) -> String {
-    let mut text = String::new();
+const CJK: &[&str] = &[
+    "找不到文件：/报告/2024/第三季度.pdf",
+    "请求超时：服务器在30秒后仍未响应",
+    "参数无效：limit 必须介于 1 和 100 之间",
+    "ファイルが見つかりません：レポート/2024/第3四半期.pdf",
+    "レート制限を超えました。30秒後に再試行してください",
+    "사용자 앨리스는 플랫폼 팀의 구성원이 아닙니다",
+    "데이터베이스 연결이 예기치 않게 종료되었습니다",
+];
+
+const EMOJI: &[&str] = &[
+    "🚫 File not found 📄 /reports/2024/q3.pdf 😢",
+    "⏱️ Timeout after 30 s 🔁 retrying ⚠️",
+    "🔥🔥 upstream returned 503 🔥🔥 — service unavailable 🛠️",
+    "✅ 3 of 5 steps done ❌ step 4 failed: quota exceeded 📈",
+    "👩‍💻 user alice is not in team 🧑‍🤝‍🧑 platform",
+];
+
+fn build(messages: &[&str], prefix: &str) -> String {
+    let mut text = String::from(prefix);
     while text.len() < 256 * 1024 {
         for m in messages {
             text.push_str(m);
@@ -54,8 +87,48 @@ fn build(messages: &[&str]) -> String {
     text
 }
 
-/// The same rules, one regex per rule, applied in sequence.
-struct Sequential(Vec<(regex::Regex, Rule)>);
+/// About 64 KiB of error data: nested objects, messages, a few secret-named members.
+fn error_data() -> serde_json::Value {
+    let items: Vec<serde_json::Value> = (0..400)
+        .map(|i| {
+            serde_json::json!({
+                "id": i,
+                "message": MIXED[i % MIXED.len()],
+                "detail": {"status": 500 + i % 4, "max_tokens": 512, "retryable": i % 2 == 0},
+                "request": {"url": "https://api.example.com/v1/items", "api_key": "k-0000", "user": "alice"},
+            })
+        })
+        .collect();
+    serde_json::json!({"errors": items})
+}
+
+/// Near-misses that make backtracking engines (and naive rescans) superlinear.
+fn adversarial(size: usize) -> String {
+    let mut text = String::with_capacity(size + 64);
+    let units = [
+        "password=",
+        "sk-",
+        "Bearer ",
+        "-----BEGIN ",
+        "    at ",
+        "http://",
+        "eyJ",
+        "é",
+        "a@",
+        "\"token\":\"",
+        "AKIA",
+    ];
+    let mut i = 0;
+    while text.len() < size {
+        text.push_str(units[i % units.len()]);
+        i += 1;
+    }
+    text
+}
+
+/// The same rules, one regex per rule, applied in sequence (on bytes: the built-in patterns
+/// are byte-level).
+struct Sequential(Vec<(regex::bytes::Regex, Rule)>);
 
 impl Sequential {
     fn new() -> Self {
@@ -67,66 +140,84 @@ impl Sequential {
                         .pattern
                         .replace("(?P<KEEP>", "(?P<keep>")
                         .replace("(?P<TAIL>", "(?P<tail>");
-                    (regex::Regex::new(&pattern).unwrap(), r.clone())
+                    (regex::bytes::Regex::new(&pattern).unwrap(), r.clone())
                 })
                 .collect(),
         )
     }
 
-    fn sanitize(&self, text: &str) -> String {
-        let mut out = text.to_owned();
+    fn sanitize(&self, text: &str) -> usize {
+        let mut out = text.as_bytes().to_vec();
         for (re, rule) in &self.0 {
             out = re
-                .replace_all(&out, |c: &regex::Captures<'_>| {
-                    let keep = c.name("keep").map_or("", |m| m.as_str());
-                    let tail = c.name("tail").map_or("", |m| m.as_str());
-                    format!("{keep}{}{tail}", rule.replacement)
+                .replace_all(&out, |c: &regex::bytes::Captures<'_>| {
+                    let keep = c.name("keep").map_or(&b""[..], |m| m.as_bytes());
+                    let tail = c.name("tail").map_or(&b""[..], |m| m.as_bytes());
+                    [keep, rule.replacement.as_bytes(), tail].concat()
                 })
                 .into_owned();
         }
-        out
+        out.len()
     }
 }
 
 fn bench(c: &mut Criterion) {
-    let text = corpus();
-    let lines: Vec<&str> = text.lines().collect();
-    let _ = Sanitizer::default_rules(); // compile outside the measurement
+    let _ = sanitize("warm up"); // compile outside the measurement
     let sequential = Sequential::new();
 
+    let inputs = [
+        ("ascii_clean", build(ASCII, "")),
+        ("accented_latin", build(ACCENTED, "")),
+        ("cjk", build(CJK, "")),
+        ("emoji", build(EMOJI, "")),
+        ("leading_e_acute", build(ASCII, "é")),
+        ("match_dense", build(MIXED, "")),
+    ];
     let mut g = c.benchmark_group("sanitize");
-    g.throughput(Throughput::Bytes(text.len() as u64));
-    g.bench_function("steadfast/one_pass_whole_text", |b| {
-        b.iter(|| sanitize(black_box(&text)).len())
+    for (name, text) in &inputs {
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        g.bench_with_input(BenchmarkId::new("steadfast", name), text, |b, t| {
+            b.iter(|| sanitize(black_box(t)).len())
+        });
+        g.bench_with_input(
+            BenchmarkId::new("baseline_rule_by_rule", name),
+            text,
+            |b, t| b.iter(|| sequential.sanitize(black_box(t))),
+        );
+    }
+    g.finish();
+
+    // A relayed JSON-RPC error's `data`: walked as JSON, against the old way (serialize, scan
+    // the text, parse back).
+    let data = error_data();
+    let bytes = serde_json::to_string(&data).unwrap().len();
+    let mut g = c.benchmark_group("sanitize_json");
+    g.throughput(Throughput::Bytes(bytes as u64));
+    g.bench_function("steadfast/walk", |b| {
+        b.iter(|| sanitize_json(black_box(&data)))
     });
-    g.bench_function("steadfast/per_message", |b| {
+    g.bench_function("baseline/as_text", |b| {
         b.iter(|| {
-            lines
-                .iter()
-                .map(|l| sanitize(black_box(l)).len())
-                .sum::<usize>()
+            let text = serde_json::to_string(black_box(&data)).unwrap();
+            serde_json::from_str::<serde_json::Value>(&sanitize(&text)).ok()
         })
-    });
-    g.bench_function("baseline/rule_by_rule_whole_text", |b| {
-        b.iter(|| sequential.sanitize(black_box(&text)).len())
     });
     g.finish();
 
-    let clean = clean_corpus();
-    let mut g = c.benchmark_group("sanitize_clean");
-    g.throughput(Throughput::Bytes(clean.len() as u64));
-    g.bench_function("steadfast/one_pass_whole_text", |b| {
-        b.iter(|| sanitize(black_box(&clean)).len())
-    });
-    g.bench_function("baseline/rule_by_rule_whole_text", |b| {
-        b.iter(|| sequential.sanitize(black_box(&clean)).len())
-    });
+    let mut g = c.benchmark_group("sanitize_adversarial");
+    for size in [64 * 1024, 1024 * 1024] {
+        let text = adversarial(size);
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        g.bench_with_input(BenchmarkId::new("steadfast", size), &text, |b, t| {
+            b.iter(|| sanitize(black_box(t)).len())
+        });
+    }
     g.finish();
 }
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3)).sample_size(20);
+    config = Criterion::default().warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2)).sample_size(10);
     targets = bench
 }
 criterion_main!(benches);

@@ -8,19 +8,24 @@
 //! expire after `ttl`, so a quiet hour does not bank a storm of retries. (This is Finagle's
 //! `RetryBudget` and the idea behind gRPC's retry throttling.)
 //!
-//! Lock-free: deposits and withdrawals are counted in rolling, epoch-tagged atomic buckets. A
-//! withdrawal reserves first and takes its reservation back if that overdrew the balance, so
-//! concurrent retries can never spend more than the budget holds. Ratios are kept as `f64`, never
-//! truncated to whole percent.
+//! Lock-free and cheap, because the engine pays it on every call: deposits and withdrawals are
+//! counted in rolling, epoch-tagged atomic buckets with a running total of the closed ones, so
+//! a deposit is one compare-and-swap and a withdrawal one compare-and-swap plus three loads — no
+//! sum over buckets. A withdrawal checks the balance and takes its retry in the same
+//! compare-and-swap, so concurrent retries can never spend more than the budget holds. Ratios
+//! are kept as `f64`, never truncated to whole percent.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::PolicyError;
 use crate::window::RollingCounter;
+
+mod shared;
+pub use shared::SharedBudget;
 
 /// A validated retry budget configuration.
 ///
@@ -230,9 +235,13 @@ impl From<BudgetConfig> for BudgetConfigBuilder {
 
 struct Inner {
     config: BudgetConfig,
+    /// `config.reserve()`, computed once.
+    reserve: f64,
     epoch: Instant,
     deposits: RollingCounter,
     withdrawals: RollingCounter,
+    /// A budget shared with other processes (`budget/shared.rs`), if any.
+    shared: OnceLock<Arc<dyn SharedBudget>>,
 }
 
 /// A retry budget shared by every call to one dependency. Cheap to clone: clones share the
@@ -278,8 +287,10 @@ impl RetryBudget {
             inner: Arc::new(Inner {
                 deposits: RollingCounter::new(config.ttl),
                 withdrawals: RollingCounter::new(config.ttl),
+                reserve: config.reserve(),
                 config,
                 epoch: Instant::now(),
+                shared: OnceLock::new(),
             }),
         }
     }
@@ -293,9 +304,13 @@ impl RetryBudget {
         &self.inner.config
     }
 
+    #[inline]
     fn nanos(&self, at: Instant) -> u64 {
         let d = at.saturating_duration_since(self.inner.epoch);
-        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        // Not `as_nanos()`: its u128 arithmetic costs more than the rest of a deposit.
+        d.as_secs()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(d.subsec_nanos()))
     }
 
     /// Records one call (not a retry). Lock-free.
@@ -315,7 +330,9 @@ impl RetryBudget {
     /// # }
     /// ```
     pub fn deposit_at(&self, now: Instant) {
-        self.inner.deposits.add(self.nanos(now), 1);
+        let i = &self.inner;
+        i.deposits.add_in(i.deposits.epoch(self.nanos(now)), 1);
+        self.share_deposit();
     }
 
     /// Takes one retry from the budget if it has one. Lock-free; never overdraws, even under
@@ -336,17 +353,17 @@ impl RetryBudget {
     /// # }
     /// ```
     pub fn try_withdraw_at(&self, now: Instant) -> bool {
-        let now = self.nanos(now);
-        let i = &self.inner;
-        // Reserve first, then check: two racing withdrawals cannot both take the last retry.
-        i.withdrawals.add(now, 1);
-        let allowed = i.deposits.sum(now) as f64 * i.config.retry_ratio + i.config.reserve();
-        if i.withdrawals.sum(now) as f64 <= allowed {
-            true
-        } else {
-            i.withdrawals.undo(now, 1);
-            false
+        if let Some(allowed) = self.shared_withdraw() {
+            return allowed;
         }
+        let i = &self.inner;
+        // Both counters span `ttl`, so one epoch serves both.
+        let epoch = i.deposits.epoch(self.nanos(now));
+        let allowed = i.deposits.sum_in(epoch) as f64 * i.config.retry_ratio + i.reserve;
+        // Check and take in one compare-and-swap: two racing withdrawals cannot both take the
+        // last retry.
+        i.withdrawals
+            .try_add(epoch, |taken| (taken + 1) as f64 <= allowed)
     }
 
     /// Retries currently available (may be fractional).

@@ -417,14 +417,54 @@ impl StdError for ErrorClass {}
 ///
 /// assert_eq!(ApiError::Status(502).classify().kind, ErrorKind::Retriable);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not implement `steadfast::Classify`, so the engine cannot tell a transient failure from a permanent one",
+    label = "the operation's error type must implement `Classify`",
+    note = "for `anyhow::Error`, enable steadfast's `anyhow` feature: `steadfast = {{ version = \"…\", features = [\"anyhow\"] }}`",
+    note = "for your own error type, implement `Classify`; `steadfast::classify_chain(self)` classifies any `std::error::Error` by its source chain",
+    note = "or map the error into one that classifies itself (`std::io::Error`, `steadfast::ErrorClass`, `String`, `Box<dyn Error + Send + Sync>`)"
+)]
 pub trait Classify {
     /// How this failure should be treated.
     fn classify(&self) -> ErrorClass;
+
+    /// This failure as a [`std::error::Error`], if it is one: what
+    /// [`RetryError::source`](std::error::Error::source) returns for it. Override it with
+    /// `Some(self)` for your own error types so error reporters can walk the chain; the
+    /// built-in impls (`io::Error`, `serde_json::Error`, `anyhow::Error`, boxed errors…) do.
+    ///
+    /// ```
+    /// use std::error::Error;
+    /// use steadfast::{Classify, ErrorClass, RetryPolicy};
+    ///
+    /// #[derive(Debug)]
+    /// struct Busy;
+    /// impl std::fmt::Display for Busy {
+    ///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("busy") }
+    /// }
+    /// impl Error for Busy {}
+    /// impl Classify for Busy {
+    ///     fn classify(&self) -> ErrorClass { ErrorClass::from_status(503) }
+    ///     fn as_error(&self) -> Option<&(dyn Error + 'static)> { Some(self) }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let err = steadfast::retry(&RetryPolicy::default(), async |_| Err::<(), _>(Busy)).await.unwrap_err();
+    /// assert_eq!(err.source().unwrap().to_string(), "busy");
+    /// # }
+    /// ```
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        None
+    }
 }
 
 impl Classify for ErrorClass {
     fn classify(&self) -> ErrorClass {
         self.clone()
+    }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self)
     }
 }
 
@@ -444,6 +484,10 @@ impl Classify for io::Error {
             return by_kind;
         }
         classify_message(&self.to_string()).unwrap_or(by_kind)
+    }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self)
     }
 }
 
@@ -496,6 +540,10 @@ impl Classify for tokio::time::error::Elapsed {
     fn classify(&self) -> ErrorClass {
         ErrorClass::timeout().with_message("deadline elapsed")
     }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self)
+    }
 }
 
 impl Classify for serde_json::Error {
@@ -507,11 +555,19 @@ impl Classify for serde_json::Error {
             None => ErrorClass::non_retriable(ErrorCode::PARSE_ERROR).with_message("invalid JSON"),
         }
     }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self)
+    }
 }
 
 impl Classify for Box<dyn StdError + Send + Sync + 'static> {
     fn classify(&self) -> ErrorClass {
         classify_chain(self.as_ref())
+    }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self.as_ref())
     }
 }
 
@@ -519,12 +575,39 @@ impl Classify for Box<dyn StdError + 'static> {
     fn classify(&self) -> ErrorClass {
         classify_chain(self.as_ref())
     }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self.as_ref())
+    }
 }
 
+/// With the `anyhow` feature: `anyhow::Error` classifies by its chain, and a
+/// `RetryError<anyhow::Error>` converts into `anyhow::Error` with `?`.
+///
+/// ```
+/// # #[cfg(feature = "anyhow")] {
+/// use steadfast::RetryPolicy;
+///
+/// async fn fetch() -> anyhow::Result<u32> {
+///     let n = steadfast::retry(&RetryPolicy::no_retry(), async |_| {
+///         Err::<u32, _>(anyhow::anyhow!("HTTP 404 from the API"))
+///     })
+///     .await?; // RetryError<anyhow::Error> into anyhow::Error
+///     Ok(n)
+/// }
+/// # let err = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(fetch()).unwrap_err();
+/// # assert!(err.to_string().starts_with("gave up after 1 attempt"));
+/// # assert_eq!(err.chain().nth(1).unwrap().to_string(), "HTTP 404 from the API");
+/// # }
+/// ```
 #[cfg(feature = "anyhow")]
 impl Classify for anyhow::Error {
     fn classify(&self) -> ErrorClass {
         classify_chain(self.as_ref())
+    }
+
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self.as_ref())
     }
 }
 
@@ -667,13 +750,36 @@ const PHRASES: &[Phrase] = &[
         ],
         class: || ErrorClass::retriable(ErrorCode::SERVER_ERROR),
     },
+    // Last: "parse error: connection reset" is about the connection. A body that does not
+    // parse comes back the same way when retried (the MCP retry guide: never retry it).
+    Phrase {
+        needles: &[
+            "parse error",
+            "json parse",
+            "failed to parse",
+            "could not parse",
+            "unable to parse",
+            "unexpected token",
+            "unexpected end of json",
+            "invalid json",
+            "malformed json",
+            "is not valid json",
+            "syntaxerror",
+            "expected value at line",
+            "error decoding response body",
+        ],
+        class: || {
+            ErrorClass::non_retriable(ErrorCode::PARSE_ERROR).with_message("malformed response")
+        },
+    },
 ];
 
 /// Classifies free text: an error message, or the text of an MCP tool result with `isError`.
 ///
 /// Recognises an HTTP status written next to `HTTP`, `status`, `code` or `error` (`"HTTP 503"`,
 /// `"status code: 429"`), then common phrases: rate limits, DNS failures, timeouts, connection
-/// failures and "temporarily unavailable". Returns `None` when nothing is recognised — a plain
+/// failures, "temporarily unavailable", and — not retriable — parse errors ("JSON parse error:
+/// Unexpected token <"). Returns `None` when nothing is recognised — a plain
 /// business failure such as "file not found" says nothing about the transport.
 ///
 /// ```
@@ -681,6 +787,7 @@ const PHRASES: &[Phrase] = &[
 /// assert_eq!(classify_message("upstream returned HTTP 503").unwrap().kind, ErrorKind::Retriable);
 /// assert_eq!(classify_message("Rate limit exceeded").unwrap().kind, ErrorKind::RateLimited);
 /// assert_eq!(classify_message("status: 404").unwrap().kind, ErrorKind::NonRetriable);
+/// assert_eq!(classify_message("JSON parse error: Unexpected token <").unwrap().kind, ErrorKind::NonRetriable);
 /// assert!(classify_message("no such user: alice").is_none());
 /// ```
 pub fn classify_message(text: &str) -> Option<ErrorClass> {

@@ -45,6 +45,8 @@ impl<T, E> Last<T, E> {
 /// How one attempt ended.
 pub(crate) enum Ran<T, E> {
     Done(Result<T, E>),
+    /// A value the result check rejected, with the class it gave.
+    Checked(T, ErrorClass),
     TimedOut(Duration),
     Cancelled,
 }
@@ -76,73 +78,142 @@ pub(crate) async fn attempt<T, E>(
 }
 
 /// One call in progress.
+///
+/// Kept small: the loops' futures hold it, and the success path's cost was dominated by moving
+/// a large future into place. Everything only a failing call needs lives behind one box
+/// ([`Retrying`]), allocated at the first failure.
 pub(crate) struct Driver<'a, T, E> {
     policy: &'a RetryPolicy,
     cb: &'a Callbacks<T, E>,
     cancel: Option<&'a CancellationToken>,
-    start: Instant,
     permit: Option<Permit<'a>>,
-    /// Slow-call detection needs each attempt's duration; the clock is read only if it is on.
-    timed_attempts: bool,
-    attempt_start: Option<Instant>,
+    /// When the call started, read lazily: a clock read costs more than the rest of a
+    /// successful call, so it is taken at the start only if something needs it then (a time
+    /// budget, a hook, a retry budget, slow-call detection), and otherwise when the first
+    /// attempt fails. See [`RetryError::elapsed`].
+    start: Option<Instant>,
+    n: u32,
     /// Whether the current attempt's limit is the end of the time budget.
     budget_bound: bool,
-    /// Created on the first retry, so a call that succeeds at once never touches it.
+    retrying: Option<Box<Retrying<T, E>>>,
+}
+
+/// The state of a call that has failed at least once.
+struct Retrying<T, E> {
+    /// The last failed outcome and its class.
+    last: Last<T, E>,
+    class: ErrorClass,
     rng: Option<Rng>,
     slot: Option<RetrySlot>,
     previous: Duration,
-    /// Boxed: only failures fill it, and a smaller driver is a cheaper future to move.
-    last: Option<Box<(Last<T, E>, ErrorClass)>>,
-    n: u32,
+    /// When the current attempt started (attempts after the first; only with slow-call
+    /// detection on — the first attempt's start is the call's).
+    attempt_start: Option<Instant>,
+    /// Failures seen per entry of the policy's retry caps (empty without caps).
+    capped: Vec<u32>,
+}
+
+impl<T, E> Retrying<T, E> {
+    /// Counts the last failure against the policy's retry cap for its status or code, if there
+    /// is one, and says whether the cap is now exceeded: a cap of `k` allows `k` retries after
+    /// such failures, and the failure after those ends the call.
+    fn cap_exceeded(&mut self, policy: &RetryPolicy) -> bool {
+        let Some((index, cap)) = policy.retry_cap_for(&self.class) else {
+            return false;
+        };
+        if self.capped.len() <= index {
+            self.capped
+                .resize(policy.retry_caps().len().max(index + 1), 0);
+        }
+        self.capped[index] = self.capped[index].saturating_add(1);
+        self.capped[index] > cap
+    }
 }
 
 impl<'a, T, E: Classify> Driver<'a, T, E> {
-    /// Starts a call. The breaker wraps the whole loop: an open one ends the call here, before
-    /// any attempt and without touching the budget.
+    /// A call about to start. Infallible and plain, so it is built in place in the loop's
+    /// future; [`open`](Self::open) then does the work that can end the call.
     #[inline]
-    pub(crate) fn start(
+    pub(crate) fn new(
         policy: &'a RetryPolicy,
         cb: &'a Callbacks<T, E>,
         cancel: Option<&'a CancellationToken>,
-    ) -> Result<Self, Done<T, E>> {
-        let mut d = Driver {
+    ) -> Self {
+        Driver {
             policy,
             cb,
             cancel,
-            start: Instant::now(),
             permit: None,
-            timed_attempts: false,
-            attempt_start: None,
-            budget_bound: false,
-            rng: None,
-            slot: None,
-            previous: policy.base_delay(),
-            last: None,
+            start: None,
             n: 0,
-        };
-        if let Some(breaker) = &cb.breaker {
-            match breaker.try_acquire() {
-                Ok(p) => d.permit = Some(p),
-                Err(rejected) => {
-                    let class = rejected.class();
-                    d.last = Some(Box::new((
-                        Last::Failure(Failure::Rejected(Box::new(rejected))),
-                        class,
-                    )));
-                    return Err(d.give_up(GiveUpReason::CircuitOpen));
-                }
-            }
-            d.timed_attempts = breaker.config().slow_call_threshold().is_some();
+            budget_bound: false,
+            retrying: None,
         }
-        if let Some(budget) = &cb.budget {
-            budget.deposit_at(d.start);
-        }
-        Ok(d)
     }
 
-    /// Readies the next attempt: returns its number and its time limit, or ends the call.
-    #[inline]
-    pub(crate) fn begin(&mut self) -> Result<(u32, Option<Duration>), Done<T, E>> {
+    /// Starts the call. The breaker wraps the whole loop: an open one ends the call here,
+    /// before any attempt and without touching the budget.
+    #[inline(always)]
+    pub(crate) fn open(&mut self) -> Result<(), Done<T, E>> {
+        let (policy, cb) = (self.policy, self.cb);
+        if let Some(breaker) = &cb.breaker {
+            match breaker.try_acquire() {
+                Ok(p) => self.permit = Some(p),
+                Err(rejected) => {
+                    let class = rejected.class();
+                    self.fail(Last::Failure(Failure::Rejected(Box::new(rejected))), class);
+                    return Err(self.give_up(GiveUpReason::CircuitOpen));
+                }
+            }
+        }
+        let needs_start = policy.max_elapsed().is_some()
+            || cb.budget.is_some()
+            || cb.on_success.is_some()
+            || cb.on_retry.is_some()
+            || cb.on_give_up.is_some();
+        if needs_start {
+            let now = Instant::now();
+            self.start = Some(now);
+            if let Some(budget) = &cb.budget {
+                budget.deposit_at(now);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a call needs nothing before its first attempt and nothing after its success:
+    /// no guard, hook, result check, metrics, time limit or cancellation. Such a call runs its
+    /// first attempt bare, and meets the driver only if it fails.
+    #[inline(always)]
+    fn plain(&self) -> bool {
+        let (p, cb) = (self.policy, self.cb);
+        self.cancel.is_none()
+            && p.max_elapsed().is_none()
+            && p.attempt_timeout().is_none()
+            && cb.check.is_none()
+            && cb.breaker.is_none()
+            && cb.budget.is_none()
+            && cb.metrics.is_none()
+            && cb.on_success.is_none()
+            && cb.on_retry.is_none()
+            && cb.on_give_up.is_none()
+    }
+
+    fn timed_attempts(&self) -> bool {
+        self.cb
+            .breaker
+            .as_ref()
+            .is_some_and(|b| b.config().slow_call_threshold().is_some())
+    }
+
+    /// Time since the call started (zero if the clock was never read).
+    fn elapsed(&self) -> Duration {
+        self.start.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// Readies the next attempt: returns its number, or ends the call.
+    #[inline(always)]
+    pub(crate) fn begin(&mut self) -> Result<u32, Done<T, E>> {
         if self.cancel.is_some_and(CancellationToken::is_cancelled) {
             return Err(self.give_up(GiveUpReason::Cancelled));
         }
@@ -151,10 +222,29 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             return Err(self.give_up(GiveUpReason::CircuitOpen));
         }
         self.n += 1;
-        let budget_left = self
-            .policy
-            .max_elapsed()
-            .map(|max| max.saturating_sub(self.start.elapsed()));
+        if self.timed_attempts() {
+            let now = Instant::now();
+            match (self.n, self.retrying.as_mut()) {
+                (1, _) | (_, None) => self.start = Some(now),
+                (_, Some(r)) => r.attempt_start = Some(now),
+            }
+        }
+        Ok(self.n)
+    }
+
+    /// The current attempt's time limit: the per-attempt timeout or what is left of the time
+    /// budget, whichever is shorter. Computed inside `step` rather than handed to it, so the
+    /// call's future does not carry it.
+    #[inline(always)]
+    fn limit(&mut self) -> Option<Duration> {
+        let budget_left = self.policy.max_elapsed().map(|max| {
+            // The first attempt starts as the call does: no second clock read.
+            if self.n == 1 {
+                max
+            } else {
+                max.saturating_sub(self.elapsed())
+            }
+        });
         let (limit, budget_bound) = match (self.policy.attempt_timeout(), budget_left) {
             (Some(t), Some(b)) if b < t => (Some(b), true),
             (Some(t), _) => (Some(t), false),
@@ -162,8 +252,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             (None, None) => (None, false),
         };
         self.budget_bound = budget_bound;
-        self.attempt_start = self.timed_attempts.then(Instant::now);
-        Ok((self.n, limit))
+        limit
     }
 
     fn breaker_current(&self) -> bool {
@@ -183,6 +272,26 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             || (class.kind == ErrorKind::Unknown && self.policy.retry_unknown())
     }
 
+    /// Keeps a failed outcome as the call's last, creating the failure state on the first.
+    fn fail(&mut self, last: Last<T, E>, class: ErrorClass) -> &mut Retrying<T, E> {
+        match &mut self.retrying {
+            Some(r) => {
+                r.last = last;
+                r.class = class;
+                r
+            }
+            none => none.insert(Box::new(Retrying {
+                last,
+                class,
+                rng: None,
+                slot: None,
+                previous: self.policy.base_delay(),
+                attempt_start: None,
+                capped: Vec::new(),
+            })),
+        }
+    }
+
     /// Judges an attempt's outcome: the call ends (`Break`), or it should be retried
     /// (`Continue`), after [`pause`](Self::pause).
     ///
@@ -200,32 +309,48 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
                 let class = self.classify(&e);
                 (Last::Failure(Failure::Error(e)), class)
             }
+            Ran::Checked(v, class) => (Last::Value(v), class),
             Ran::TimedOut(after) => (
                 Last::Failure(Failure::Timeout { after }),
                 ErrorClass::timeout().with_message("attempt timed out"),
             ),
             Ran::Cancelled => return ControlFlow::Break(self.give_up(GiveUpReason::Cancelled)),
         };
-        let (n, policy) = (self.n, self.policy);
+        self.settle_failure(outcome, class)
+    }
 
-        let timed_out = matches!(outcome, Last::Failure(Failure::Timeout { .. }));
-        let stop = if self.budget_bound && timed_out {
+    /// The failure half of [`settle`](Self::settle), kept out of line so the success path stays
+    /// short.
+    #[inline(never)]
+    fn settle_failure(
+        &mut self,
+        outcome: Last<T, E>,
+        class: ErrorClass,
+    ) -> ControlFlow<Done<T, E>> {
+        // From here on the call needs a clock; without one read at the start, `elapsed` counts
+        // from the end of the first attempt.
+        self.start.get_or_insert_with(Instant::now);
+        let (n, policy, cb, budget_bound) = (self.n, self.policy, self.cb, self.budget_bound);
+        let retriable = self.retriable(&class);
+        let current = self.breaker_current();
+        let r = self.fail(outcome, class);
+        let stop = if budget_bound && matches!(r.last, Last::Failure(Failure::Timeout { .. })) {
             Some(GiveUpReason::TimeBudget)
-        } else if !self.retriable(&class) {
+        } else if !retriable {
             Some(GiveUpReason::NonRetriable)
-        } else if n >= policy.max_attempts() {
+        } else if n >= policy.max_attempts() || r.cap_exceeded(policy) {
             Some(GiveUpReason::Exhausted)
-        } else if let (Some(veto), Last::Failure(Failure::Error(e))) =
-            (&self.cb.should_retry, &outcome)
-        {
-            (!veto(e, n + 1)).then_some(GiveUpReason::Declined)
-        } else if !self.breaker_current() {
+        } else if matches!(
+            (&cb.should_retry, &r.last),
+            (Some(veto), Last::Failure(Failure::Error(e))) if !veto(e, n + 1)
+        ) {
+            Some(GiveUpReason::Declined)
+        } else if !current {
             // The breaker opened while this call was failing: stop adding load.
             Some(GiveUpReason::CircuitOpen)
         } else {
             None
         };
-        self.last = Some(Box::new((outcome, class)));
         if let Some(reason) = stop {
             return ControlFlow::Break(self.give_up(reason));
         }
@@ -237,34 +362,49 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
     pub(crate) async fn step(
         &mut self,
         fut: impl Future<Output = Result<T, E>>,
-        limit: Option<Duration>,
     ) -> ControlFlow<Done<T, E>> {
-        let ran = match (limit, self.cancel) {
-            (None, None) => Ran::Done(fut.await),
-            // Timers and cancellation make a bigger future; only calls that use them pay.
-            (limit, cancel) => Box::pin(attempt(fut, limit, cancel)).await,
-        };
-        self.settle(ran)?;
+        // A block, so that the attempt's outcome takes no room in the future while it waits
+        // in `pause`.
+        {
+            let ran = match (self.limit(), self.cancel) {
+                // The common case, handled without wrapping the outcome: a success returns at
+                // once (moving a large `Result` around was a visible part of the success path).
+                (None, None) => match fut.await {
+                    Ok(v) => match self.cb.check.as_ref().and_then(|check| check(&v)) {
+                        None => return ControlFlow::Break(Ok(self.succeed(v))),
+                        Some(class) => Ran::Checked(v, class),
+                    },
+                    Err(e) => Ran::Done(Err(e)),
+                },
+                // Timers and cancellation make a bigger future; only calls that use them pay.
+                (limit, cancel) => Box::pin(attempt(fut, limit, cancel)).await,
+            };
+            self.settle(ran)?;
+        }
         Box::pin(self.pause()).await
     }
 
     /// Between a failed attempt and the next: takes a retry slot, plans the delay within the
     /// time and retry budgets, reports the retry, and sleeps. `Break` ends the call.
     pub(crate) async fn pause(&mut self) -> ControlFlow<Done<T, E>> {
-        let (n, policy) = (self.n, self.policy);
+        let (n, policy, cb) = (self.n, self.policy, self.cb);
         if let Err(reason) = self.take_retry_slot().await {
             return ControlFlow::Break(self.give_up(reason));
         }
-
-        let rng = self
+        let Some(r) = self.retrying.as_mut() else {
+            // Only a failure leads here, and every failure fills the state.
+            return ControlFlow::Continue(());
+        };
+        let rng = r
             .rng
-            .get_or_insert_with(|| self.cb.seed.map_or_else(Rng::new, Rng::with_seed));
-        let backoff = policy.backoff_delay(n, self.previous, rng);
-        self.previous = backoff;
-        let retry_after = self.last.as_ref().and_then(|l| l.1.retry_after);
-        let delay = policy.floor_retry_after(backoff, retry_after);
+            .get_or_insert_with(|| cb.seed.map_or_else(Rng::new, Rng::with_seed));
+        let backoff = policy.backoff_delay(n, r.previous, rng);
+        r.previous = backoff;
+        let delay = policy.floor_retry_after(backoff, r.class.retry_after);
 
-        let elapsed = self.start.elapsed();
+        let now = Instant::now();
+        let start = *self.start.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(start);
         if policy
             .max_elapsed()
             .is_some_and(|max| elapsed.saturating_add(delay) >= max)
@@ -272,35 +412,29 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             return ControlFlow::Break(self.give_up(GiveUpReason::TimeBudget));
         }
         // Withdraw last, so a retry that is not going to happen spends nothing.
-        if self
-            .cb
-            .budget
-            .as_ref()
-            .is_some_and(|b| !b.try_withdraw_at(self.start + elapsed))
-        {
+        if cb.budget.as_ref().is_some_and(|b| !b.try_withdraw_at(now)) {
             return ControlFlow::Break(self.give_up(GiveUpReason::BudgetExhausted));
         }
 
-        if let Some(m) = &self.cb.metrics {
+        if let Some(m) = &cb.metrics {
             m.record_retry();
         }
-        if let Some(last) = &self.last {
-            let (outcome, class) = (&last.0, &last.1);
+        if let Some(r) = &self.retrying {
             tracing::debug!(
-                name = self.cb.name.as_deref().unwrap_or(""),
+                name = cb.name.as_deref().unwrap_or(""),
                 attempt = n,
                 max_attempts = policy.max_attempts(),
                 delay_ms = delay.as_millis() as u64,
-                code = class.code.as_str(),
-                kind = class.kind.as_str(),
+                code = r.class.code.as_str(),
+                kind = r.class.kind.as_str(),
                 "retrying"
             );
-            if let Some(f) = &self.cb.on_retry {
+            if let Some(f) = &cb.on_retry {
                 f(&RetryEvent {
                     attempt: n,
                     delay,
-                    class,
-                    failed: outcome.view(),
+                    class: &r.class,
+                    failed: r.last.view(),
                     elapsed,
                 });
             }
@@ -325,10 +459,10 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         let Some(limit) = &self.cb.limit else {
             return Ok(());
         };
-        if self.slot.is_some() {
+        if self.retrying.as_ref().is_some_and(|r| r.slot.is_some()) {
             return Ok(());
         }
-        self.slot = Some(match limit.config().when_full() {
+        let slot = match limit.config().when_full() {
             WhenFull::GiveUp => limit.try_enter().ok_or(GiveUpReason::ConcurrencyLimit)?,
             WhenFull::Wait => match self.cancel {
                 Some(c) => tokio::select! {
@@ -338,14 +472,21 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
                 },
                 None => limit.enter().await,
             },
-        });
+        };
+        if let Some(r) = self.retrying.as_mut() {
+            r.slot = Some(slot);
+        }
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn succeed(&mut self, v: T) -> T {
         if let Some(p) = self.permit.take() {
-            match self.attempt_start {
+            let attempt_start = match (self.n, &self.retrying) {
+                (1, _) | (_, None) => self.start,
+                (_, Some(r)) => r.attempt_start,
+            };
+            match attempt_start.filter(|_| self.timed_attempts()) {
                 Some(t) => p.success_after(t.elapsed()),
                 None => p.success(),
             }
@@ -356,7 +497,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         if let Some(f) = &self.cb.on_success {
             f(&SuccessEvent {
                 attempts: self.n,
-                elapsed: self.start.elapsed(),
+                elapsed: self.elapsed(),
             });
         }
         if self.n > 1 {
@@ -371,12 +512,13 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
 
     /// Ends the call without success. The breaker, if any, records the final outcome — except
     /// for a cancelled call, whose outcome says nothing about the dependency.
+    #[cold]
     fn give_up(&mut self, reason: GiveUpReason) -> Done<T, E> {
-        let elapsed = self.start.elapsed();
+        let elapsed = self.elapsed();
         let attempts = self.n;
-        let (last, class) = self.last.take().map_or(
+        let (last, class) = self.retrying.take().map_or(
             (Last::Failure(Failure::Cancelled), ErrorClass::cancelled()),
-            |b| *b,
+            |r| (r.last, r.class),
         );
         if let Some(p) = self.permit.take() {
             if reason != GiveUpReason::Cancelled {
@@ -413,28 +555,52 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
 }
 
 /// The loop for operations that return a future of their own type (`FnMut(u32) -> Fut`).
-pub(crate) async fn run_fn<T, E, F, Fut>(
-    policy: &RetryPolicy,
-    cb: &Callbacks<T, E>,
-    cancel: Option<&CancellationToken>,
+///
+/// Not an `async fn`: an `async fn` keeps its arguments and the locals made from them side by
+/// side in its future; an `async move` block uses what it captured in place, so the driver is
+/// stored once.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn would store the driver twice (argument and binding)"
+)]
+pub(crate) fn run_fn<'a, T, E, F, Fut>(
+    mut d: Driver<'a, T, E>,
     mut op: F,
-) -> Done<T, E>
+) -> impl Future<Output = Done<T, E>> + use<'a, T, E, F, Fut>
 where
     E: Classify,
     F: FnMut(u32) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    let mut d = match Driver::start(policy, cb, cancel) {
-        Ok(d) => d,
-        Err(done) => return done,
-    };
-    loop {
-        let (n, limit) = match d.begin() {
-            Ok(next) => next,
-            Err(done) => return done,
-        };
-        if let ControlFlow::Break(done) = d.step(op(n), limit).await {
+    async move {
+        if d.plain() {
+            // Nothing to do before or after a successful first attempt: run it bare.
+            d.n = 1;
+            // Settled in a block of its own, so the error takes no room in the future while
+            // it waits in `pause`.
+            {
+                let settled = match op(1).await {
+                    Ok(v) => return Ok(v),
+                    Err(e) => d.settle(Ran::Done(Err(e))),
+                };
+                if let ControlFlow::Break(done) = settled {
+                    return done;
+                }
+            }
+            if let ControlFlow::Break(done) = Box::pin(d.pause()).await {
+                return done;
+            }
+        } else if let Err(done) = d.open() {
             return done;
+        }
+        loop {
+            let n = match d.begin() {
+                Ok(n) => n,
+                Err(done) => return done,
+            };
+            if let ControlFlow::Break(done) = d.step(op(n)).await {
+                return done;
+            }
         }
     }
 }
@@ -450,16 +616,16 @@ where
     E: Classify,
     F: AsyncFnMut(u32) -> Result<T, E>,
 {
-    let mut d = match Driver::start(policy, cb, cancel) {
-        Ok(d) => d,
-        Err(done) => return done,
-    };
+    let mut d = Driver::new(policy, cb, cancel);
+    if let Err(done) = d.open() {
+        return done;
+    }
     loop {
-        let (n, limit) = match d.begin() {
-            Ok(next) => next,
+        let n = match d.begin() {
+            Ok(n) => n,
             Err(done) => return done,
         };
-        if let ControlFlow::Break(done) = d.step(op(n), limit).await {
+        if let ControlFlow::Break(done) = d.step(op(n)).await {
             return done;
         }
     }

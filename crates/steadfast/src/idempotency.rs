@@ -126,6 +126,26 @@ pub trait IdempotencyStore<V>: Send + Sync {
         value: V,
         ttl: Duration,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// Claims `key` for a leader in *another* process too, for at most `lease`: `true` if this
+    /// caller may run the operation. A store shared by several processes answers `false` while
+    /// another process holds the claim ([`RunOnce`] then waits for its result, or for the
+    /// claim to be released or to expire — a leader that dies releases it by expiry). The default,
+    /// right for a store used by one process, always grants it.
+    fn claim(
+        &self,
+        key: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send {
+        let _ = (key, lease);
+        std::future::ready(Ok(true))
+    }
+
+    /// Gives up a claim after the operation failed, so another process may run it at once.
+    fn release(&self, key: &str) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = key;
+        std::future::ready(Ok(()))
+    }
 }
 
 /// An in-process [`IdempotencyStore`] with per-entry expiry on tokio's clock. Expired entries
@@ -272,6 +292,7 @@ enum Slot<V> {
 pub struct RunOnce<V, S = MemoryStore<V>> {
     store: S,
     ttl: Duration,
+    lease: Duration,
     running: Arc<Mutex<HashMap<String, watch::Receiver<Slot<V>>>>>,
 }
 
@@ -313,7 +334,39 @@ where
         Self {
             store,
             ttl,
+            lease: Duration::from_secs(60),
             running: Arc::default(),
+        }
+    }
+
+    /// How long a leader's claim holds in a shared store ([`IdempotencyStore::claim`]) before
+    /// another process may take over: longer than the operation can run (60 s unless set). A
+    /// leader that dies is replaced after at most this long.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let once = steadfast::RunOnce::<u32>::new(steadfast::MemoryStore::new(), Duration::from_secs(60))
+    ///     .lease(Duration::from_secs(5));
+    /// # drop(once);
+    /// ```
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Waits until this process holds the shared claim on `key` (`None`), or another
+    /// process's result is stored (`Some`). Polls with a growing pause, 10 ms to 250 ms.
+    async fn claim(&self, key: &str) -> Result<Option<V>, S::Error> {
+        let mut pause = Duration::from_millis(10);
+        loop {
+            if self.store.claim(key, self.lease).await? {
+                return Ok(None);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(250));
+            if let Some(v) = self.store.get(key).await? {
+                return Ok(Some(v));
+            }
         }
     }
 
@@ -374,6 +427,9 @@ where
                     if let Some(v) = self.store.get(key).await.map_err(OnceError::Store)? {
                         return Ok(v);
                     }
+                    if let Some(v) = self.claim(key).await.map_err(OnceError::Store)? {
+                        return Ok(v);
+                    }
                     return match op().await {
                         Ok(v) => {
                             let stored = self.store.put(key, v.clone(), self.ttl).await;
@@ -382,7 +438,11 @@ where
                             stored.map_err(OnceError::Store)?;
                             Ok(v)
                         }
-                        Err(e) => Err(OnceError::Failed(e)),
+                        Err(e) => {
+                            // Best effort: an unreleased claim still expires with its lease.
+                            let _ = self.store.release(key).await;
+                            Err(OnceError::Failed(e))
+                        }
                     };
                 }
             }

@@ -48,7 +48,7 @@
 //! - [`RetryBudget`]: keep retries a bounded share of a dependency's traffic.
 //! - [`ConcurrencyLimit`]: cap how many calls retry at once.
 //! - [`LlmError`]: the structured, sanitized error a model receives ([`RetryError::to_llm_error`]).
-//! - [`sanitize`], [`Sanitizer`], [`BUILTIN_RULES`]: redaction of secrets and internals.
+//! - [`sanitize`], [`sanitize_json`], [`Sanitizer`], [`BUILTIN_RULES`]: redaction of secrets and internals.
 //!
 //! # Guarding a dependency
 //!
@@ -88,6 +88,7 @@
 mod backoff;
 mod breaker;
 mod budget;
+mod call_limit;
 mod classify;
 mod concurrency;
 mod driver;
@@ -108,10 +109,15 @@ mod window;
 
 pub use backoff::{Backoff, CustomBackoff, Delays};
 pub use breaker::{
-    BreakerConfig, BreakerConfigBuilder, BreakerEvent, BreakerRegistry, BreakerState, BreakerStats,
-    CircuitBreaker, OwnedPermit, Permit, Rejected, SubscriptionId, TripRule,
+    AlreadyShared, BreakerConfig, BreakerConfigBuilder, BreakerEvent, BreakerRegistry,
+    BreakerState, BreakerStats, CircuitBreaker, OwnedPermit, Permit, Rejected, SharedOutcome,
+    SharedState, SubscriptionId, TripRule,
 };
-pub use budget::{BudgetConfig, BudgetConfigBuilder, RetryBudget};
+pub use budget::{BudgetConfig, BudgetConfigBuilder, RetryBudget, SharedBudget};
+pub use call_limit::{
+    CallCounter, CallKeys, CallLimit, CallLimitBuilder, CallLimitExceeded, CallScope, CountedKey,
+    Limited, MemoryCounter,
+};
 pub use classify::{Classify, ErrorClass, ErrorCode, ErrorKind, classify_chain, classify_message};
 pub use concurrency::{ConcurrencyConfig, ConcurrencyLimit, RetrySlot, WhenFull};
 pub use hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
@@ -123,13 +129,13 @@ pub use llm_error::{LlmError, LlmErrorCode, MAX_MESSAGE_CHARS};
 pub use metrics::{
     Metrics, MetricsSnapshot, ROLLING_WINDOW, ToolMetrics, ToolSnapshot, WindowSnapshot,
 };
-pub use policy::{Limit, PolicyError, RetryPolicy, RetryPolicyBuilder};
+pub use policy::{Limit, PolicyError, RetryCap, RetryPolicy, RetryPolicyBuilder};
 pub use retry::{Retry, retry};
 pub use retry_after::{
     RetryAfterError, parse_retry_after, parse_retry_after_at, retry_after_from_headers,
 };
 pub use retry_error::{Failure, GiveUpReason, RetryError};
-pub use sanitize::{BUILTIN_RULES, Rule, Sanitizer, sanitize};
+pub use sanitize::{BUILTIN_RULES, Rule, Sanitizer, sanitize, sanitize_json};
 pub use tool_set::{
     FailureMode, ToolError, ToolErrorKind, ToolFuture, ToolOptions, ToolSet, ToolSetBuilder,
     ToolSetError,

@@ -41,6 +41,8 @@ pub enum LlmErrorCode {
     CircuitOpen,
     /// The caller cancelled the call.
     Cancelled,
+    /// A call limit (per session, tool or upstream) was reached: do not call the tool again.
+    ToolCallLimit,
 }
 
 impl LlmErrorCode {
@@ -58,17 +60,25 @@ impl LlmErrorCode {
             Self::UnknownError => "UNKNOWN_ERROR",
             Self::CircuitOpen => "CIRCUIT_OPEN",
             Self::Cancelled => "CANCELLED",
+            Self::ToolCallLimit => "TOOL_CALL_LIMIT",
         }
     }
 
-    /// Whether a model should consider trying again later.
+    /// Whether the model may simply call the tool again. False for an invalid request, a
+    /// cancelled call, and an open circuit: calling again before the breaker closes is rejected
+    /// at once, which is what the suggestion tells the model (`retryAfterMs` says when to
+    /// come back).
     ///
     /// ```
     /// assert!(steadfast::LlmErrorCode::Timeout.retriable());
     /// assert!(!steadfast::LlmErrorCode::InvalidRequest.retriable());
+    /// assert!(!steadfast::LlmErrorCode::CircuitOpen.retriable());
     /// ```
     pub fn retriable(self) -> bool {
-        !matches!(self, Self::InvalidRequest | Self::Cancelled)
+        !matches!(
+            self,
+            Self::InvalidRequest | Self::Cancelled | Self::CircuitOpen | Self::ToolCallLimit
+        )
     }
 
     fn default_message(self) -> &'static str {
@@ -82,6 +92,7 @@ impl LlmErrorCode {
                 "Circuit breaker is open: the service failed repeatedly, so calls to it are paused"
             }
             Self::Cancelled => "The call was cancelled",
+            Self::ToolCallLimit => "Tool call limit reached for this session",
         }
     }
 
@@ -96,6 +107,9 @@ impl LlmErrorCode {
                 "Do not retry this tool until the circuit closes (see retryAfterMs); use another tool or tell the user the service is unavailable"
             }
             Self::Cancelled => "No action needed; the call was cancelled by the caller",
+            Self::ToolCallLimit => {
+                "Do not call this tool again in this session; finish with the results you have or tell the user the limit was reached"
+            }
         }
     }
 }
@@ -106,6 +120,9 @@ impl LlmErrorCode {
         match (reason, class.kind) {
             (Some(GiveUpReason::Cancelled), _) => LlmErrorCode::Cancelled,
             (_, _) if class.code == crate::ErrorCode::CIRCUIT_OPEN => LlmErrorCode::CircuitOpen,
+            (_, _) if class.code == crate::ErrorCode::TOOL_CALL_LIMIT => {
+                LlmErrorCode::ToolCallLimit
+            }
             (Some(GiveUpReason::CircuitOpen), _) => LlmErrorCode::CircuitOpen,
             (_, ErrorKind::RateLimited) => LlmErrorCode::RateLimited,
             (_, ErrorKind::Timeout) => LlmErrorCode::Timeout,

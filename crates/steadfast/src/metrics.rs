@@ -27,7 +27,7 @@ use crate::{BreakerStats, CircuitBreaker, LlmErrorCode};
 /// The rolling view's span.
 pub const ROLLING_WINDOW: Duration = Duration::from_secs(300);
 
-const CODES: [LlmErrorCode; 7] = [
+const CODES: [LlmErrorCode; 8] = [
     LlmErrorCode::RateLimited,
     LlmErrorCode::ServiceUnavailable,
     LlmErrorCode::Timeout,
@@ -35,6 +35,7 @@ const CODES: [LlmErrorCode; 7] = [
     LlmErrorCode::UnknownError,
     LlmErrorCode::CircuitOpen,
     LlmErrorCode::Cancelled,
+    LlmErrorCode::ToolCallLimit,
 ];
 
 fn code_index(code: LlmErrorCode) -> usize {

@@ -22,10 +22,13 @@
 //! assert_eq!(policy.max_attempts(), 5);
 //! ```
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use crate::backoff::{Backoff, Delays};
 use crate::jitter::{Jitter, Rng};
+use crate::{ErrorClass, ErrorCode};
 
 /// A validated retry policy. Build one with [`RetryPolicy::builder`].
 ///
@@ -41,6 +44,9 @@ use crate::jitter::{Jitter, Rng};
 /// | `attempt_timeout` | none | limit on each attempt |
 /// | `max_retry_after` | 60 s | the longest `Retry-After` honoured |
 /// | `retry_unknown` | true | retry failures the classifier does not recognise |
+/// | `retry_caps` | none | at most *k* retries after failures of one status, status class or code |
+///
+/// Attempts are numbered from 1: the first call is attempt 1, the first retry attempt 2.
 ///
 /// ```
 /// use std::time::Duration;
@@ -69,6 +75,8 @@ pub struct RetryPolicy {
     attempt_timeout: Option<Duration>,
     max_retry_after: Duration,
     retry_unknown: bool,
+    /// Most specific first (status, then status class, then code).
+    retry_caps: Vec<(RetryCap, u32)>,
 }
 
 impl Default for RetryPolicy {
@@ -85,6 +93,7 @@ impl Default for RetryPolicy {
             attempt_timeout: None,
             max_retry_after: Duration::from_secs(60),
             retry_unknown: true,
+            retry_caps: Vec::new(),
         }
     }
 }
@@ -146,6 +155,12 @@ impl RetryPolicy {
             attempt_timeout: Some(self.attempt_timeout.into()),
             max_retry_after: Some(self.max_retry_after),
             retry_unknown: Some(self.retry_unknown),
+            retry_caps: (!self.retry_caps.is_empty()).then(|| {
+                self.retry_caps
+                    .iter()
+                    .map(|(key, n)| (key.to_string(), *n))
+                    .collect()
+            }),
         }
     }
 
@@ -176,10 +191,29 @@ impl RetryPolicy {
         self.multiplier
     }
 
-    /// The first retry's delay, before jitter.
+    /// The first retry's delay, before jitter: retry *k* waits `base_delay × multiplier^(k−1)`
+    /// (exponential backoff), so the first retry waits exactly `base_delay`.
+    ///
+    /// Cloudflare Agents and the AWS Architecture Blog write `min(cap, base × 2^attempt)`
+    /// instead — one doubling ahead, their first retry waits `2 × base`. To get their table,
+    /// double the base: Cloudflare's `baseDelayMs: 500, maxDelayMs: 3000` (ceilings 1000, 2000,
+    /// 3000, 3000 ms) is `base_delay = "1s", max_delay = "3s"` here.
     ///
     /// ```
-    /// assert_eq!(steadfast::RetryPolicy::default().base_delay().as_millis(), 100);
+    /// use std::time::Duration;
+    /// use steadfast::{Jitter, RetryPolicy, Rng};
+    /// assert_eq!(RetryPolicy::default().base_delay().as_millis(), 100);
+    ///
+    /// // Cloudflare's table for baseDelayMs 500, maxDelayMs 3000: the ceilings of full jitter.
+    /// let cloudflare = RetryPolicy::builder()
+    ///     .base_delay(Duration::from_secs(1))
+    ///     .max_delay(Duration::from_secs(3))
+    ///     .max_attempts(5)
+    ///     .jitter(Jitter::None)
+    ///     .build()
+    ///     .unwrap();
+    /// let ceilings: Vec<u128> = cloudflare.delays(Rng::with_seed(0)).map(|d| d.as_millis()).collect();
+    /// assert_eq!(ceilings, [1000, 2000, 3000, 3000]);
     /// ```
     pub fn base_delay(&self) -> Duration {
         self.base_delay
@@ -242,6 +276,38 @@ impl RetryPolicy {
     /// ```
     pub fn retry_unknown(&self) -> bool {
         self.retry_unknown
+    }
+
+    /// The per-status and per-code retry caps, most specific first.
+    ///
+    /// ```
+    /// use steadfast::{RetryCap, RetryPolicy};
+    /// let p = RetryPolicy::builder().max_attempts(5).retry_cap(500, 2).build().unwrap();
+    /// assert_eq!(p.retry_caps(), &[(RetryCap::Status(500), 2)]);
+    /// ```
+    pub fn retry_caps(&self) -> &[(RetryCap, u32)] {
+        &self.retry_caps
+    }
+
+    /// The cap that applies to a failure of this class, if any, with its index in
+    /// [`retry_caps`](Self::retry_caps): an exact status wins over a status class, which wins
+    /// over an error code.
+    ///
+    /// ```
+    /// use steadfast::{ErrorClass, ErrorCode, RetryPolicy};
+    /// let p = RetryPolicy::builder().retry_cap("5xx", 3).retry_cap(500, 2).build().unwrap();
+    /// assert_eq!(p.retry_cap_for(&ErrorClass::from_status(500)).map(|c| c.1), Some(2));
+    /// assert_eq!(p.retry_cap_for(&ErrorClass::from_status(503)).map(|c| c.1), Some(3));
+    /// assert_eq!(p.retry_cap_for(&ErrorClass::timeout()), None);
+    /// ```
+    pub fn retry_cap_for(&self, class: &ErrorClass) -> Option<(usize, u32)> {
+        if self.retry_caps.is_empty() {
+            return None;
+        }
+        self.retry_caps
+            .iter()
+            .position(|(key, _)| key.matches(class))
+            .map(|i| (i, self.retry_caps[i].1))
     }
 
     /// The backoff delay before retry `retry` (1-based): the strategy's delay, capped at
@@ -322,6 +388,86 @@ impl RetryPolicy {
     }
 }
 
+/// What a retry cap applies to: failures with one HTTP status, one status class, or one
+/// [`ErrorCode`].
+///
+/// The MCP retry guide's advice for HTTP 500 — "limit to 2 retries before treating as
+/// permanent" — is `retry_cap(500, 2)` in code and `retry_caps = { "500" = 2 }` in a config
+/// file. Keys are written `"500"`, `"5xx"` or an error code such as `"TIMEOUT"`.
+///
+/// ```
+/// use steadfast::{ErrorCode, RetryCap};
+/// assert_eq!("500".parse::<RetryCap>(), Ok(RetryCap::Status(500)));
+/// assert_eq!("5xx".parse::<RetryCap>(), Ok(RetryCap::StatusClass(5)));
+/// assert_eq!("TIMEOUT".parse::<RetryCap>(), Ok(RetryCap::Code(ErrorCode::TIMEOUT)));
+/// assert!("50".parse::<RetryCap>().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RetryCap {
+    /// Failures with exactly this HTTP status.
+    Status(u16),
+    /// Failures with a status in this hundred (`5` for 5xx).
+    StatusClass(u8),
+    /// Failures classified with this code.
+    Code(ErrorCode),
+}
+
+impl RetryCap {
+    fn matches(&self, class: &ErrorClass) -> bool {
+        match self {
+            RetryCap::Status(s) => class.status == Some(*s),
+            RetryCap::StatusClass(c) => class.status.is_some_and(|s| s / 100 == u16::from(*c)),
+            RetryCap::Code(code) => class.code == *code,
+        }
+    }
+
+    fn specificity(&self) -> u8 {
+        match self {
+            RetryCap::Status(_) => 0,
+            RetryCap::StatusClass(_) => 1,
+            RetryCap::Code(_) => 2,
+        }
+    }
+}
+
+impl fmt::Display for RetryCap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RetryCap::Status(s) => write!(f, "{s}"),
+            RetryCap::StatusClass(c) => write!(f, "{c}xx"),
+            RetryCap::Code(code) => f.write_str(code.as_str()),
+        }
+    }
+}
+
+impl std::str::FromStr for RetryCap {
+    type Err = String;
+
+    fn from_str(key: &str) -> Result<Self, String> {
+        let bytes = key.as_bytes();
+        if bytes.len() == 3 && bytes.iter().all(u8::is_ascii_digit) {
+            let status: u16 = key.parse().map_err(|_| key.to_owned())?;
+            if (100..=599).contains(&status) {
+                return Ok(RetryCap::Status(status));
+            }
+        } else if bytes.len() == 3
+            && (b'1'..=b'5').contains(&bytes[0])
+            && bytes[1..].eq_ignore_ascii_case(b"xx")
+        {
+            return Ok(RetryCap::StatusClass(bytes[0] - b'0'));
+        } else if bytes.first().is_some_and(u8::is_ascii_uppercase)
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
+        {
+            return Ok(RetryCap::Code(ErrorCode::new(key.to_owned())));
+        }
+        Err(format!(
+            "have keys that are an HTTP status (\"500\"), a status class (\"5xx\") or an error code (\"TIMEOUT\") (got {key:?})"
+        ))
+    }
+}
+
 /// A field that can be explicitly unset in an override layer: `max_elapsed = "none"` in a
 /// per-tool table removes a budget that the defaults set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,40 +544,142 @@ impl<'de> serde::Deserialize<'de> for Limit {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryPolicyBuilder {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "named::max_attempts",
+        skip_serializing_if = "Option::is_none"
+    )]
     max_attempts: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "named::max_retries",
+        skip_serializing_if = "Option::is_none"
+    )]
     max_retries: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "named::backoff",
+        skip_serializing_if = "Option::is_none"
+    )]
     backoff: Option<Backoff>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "named::multiplier",
+        skip_serializing_if = "Option::is_none"
+    )]
     multiplier: Option<f64>,
     #[serde(
         default,
-        with = "humantime_serde",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "named::base_delay",
         skip_serializing_if = "Option::is_none"
     )]
     base_delay: Option<Duration>,
     #[serde(
         default,
-        with = "humantime_serde",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "named::max_delay",
         skip_serializing_if = "Option::is_none"
     )]
     max_delay: Option<Duration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "named::jitter",
+        skip_serializing_if = "Option::is_none"
+    )]
     jitter: Option<Jitter>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "named::max_elapsed",
+        skip_serializing_if = "Option::is_none"
+    )]
     max_elapsed: Option<Limit>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "named::attempt_timeout",
+        skip_serializing_if = "Option::is_none"
+    )]
     attempt_timeout: Option<Limit>,
     #[serde(
         default,
-        with = "humantime_serde",
+        serialize_with = "humantime_serde::serialize",
+        deserialize_with = "named::max_retry_after",
         skip_serializing_if = "Option::is_none"
     )]
     max_retry_after: Option<Duration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "named::retry_unknown",
+        skip_serializing_if = "Option::is_none"
+    )]
     retry_unknown: Option<bool>,
+    /// Keys as written (`"500"`, `"5xx"`, `"TIMEOUT"`); parsed and checked when built.
+    #[serde(
+        default,
+        deserialize_with = "named::retry_caps",
+        skip_serializing_if = "Option::is_none"
+    )]
+    retry_caps: Option<BTreeMap<String, u32>>,
+}
+
+/// Deserializers that name their field in errors: serde's own message for a wrong type
+/// (`invalid type: floating point `2.5`, expected u32`) says what was wrong but not where, and
+/// JSON errors carry only a line and column.
+mod named {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    use super::{Backoff, Jitter, Limit};
+
+    fn plain<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+        T::deserialize(d).map(Some)
+    }
+
+    /// `msg` without a trailing " at line L column C": serde_json puts the position in the
+    /// inner error and again in the one that carries it out.
+    fn without_position(msg: &str) -> &str {
+        let Some(at) = msg.rfind(" at line ") else {
+            return msg;
+        };
+        let rest = &msg[at + " at line ".len()..];
+        let positional = rest.split_once(" column ").is_some_and(|(line, col)| {
+            !line.is_empty()
+                && !col.is_empty()
+                && line.bytes().chain(col.bytes()).all(|b| b.is_ascii_digit())
+        });
+        if positional { &msg[..at] } else { msg }
+    }
+
+    macro_rules! fields {
+        ($($name:ident: $ty:ty => $inner:path;)*) => {$(
+            pub(super) fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<$ty>, D::Error> {
+                $inner(d).map_err(|e| {
+                    let e = e.to_string();
+                    D::Error::custom(format_args!(
+                        concat!("{} (field `", stringify!($name), "`)"),
+                        without_position(e.trim_end())
+                    ))
+                })
+            }
+        )*};
+    }
+
+    fields! {
+        max_attempts: u32 => plain;
+        max_retries: u32 => plain;
+        backoff: Backoff => plain;
+        multiplier: f64 => plain;
+        base_delay: Duration => humantime_serde::deserialize;
+        max_delay: Duration => humantime_serde::deserialize;
+        jitter: Jitter => plain;
+        max_elapsed: Limit => plain;
+        attempt_timeout: Limit => plain;
+        max_retry_after: Duration => humantime_serde::deserialize;
+        retry_unknown: bool => plain;
+        retry_caps: BTreeMap<String, u32> => plain;
+    }
 }
 
 impl RetryPolicyBuilder {
@@ -580,6 +828,31 @@ impl RetryPolicyBuilder {
         self
     }
 
+    /// At most `retries` retries after failures with this HTTP status (`500`), status class
+    /// (`"5xx"`) or error code (`"TIMEOUT"`, or an [`ErrorCode`]); the next such failure ends
+    /// the call ([`GiveUpReason::Exhausted`](crate::GiveUpReason::Exhausted)). `max_attempts`
+    /// still bounds every call. Keys are checked when the policy is built.
+    ///
+    /// ```
+    /// use steadfast::{ErrorCode, RetryPolicy};
+    /// // The MCP retry guide: "HTTP 500: limit to 2 retries before treating as permanent".
+    /// let p = RetryPolicy::builder()
+    ///     .max_attempts(5)
+    ///     .retry_cap(500, 2)
+    ///     .retry_cap(ErrorCode::TIMEOUT, 1)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(p.retry_caps().len(), 2);
+    /// let err = RetryPolicy::builder().retry_cap("50", 1).build().unwrap_err();
+    /// assert_eq!(err.field(), "retry_caps");
+    /// ```
+    pub fn retry_cap(mut self, key: impl fmt::Display, retries: u32) -> Self {
+        self.retry_caps
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.to_string(), retries);
+        self
+    }
+
     /// Stacks `over` on top of `self`: every field `over` sets wins, the rest come from `self`.
     ///
     /// ```
@@ -608,6 +881,11 @@ impl RetryPolicyBuilder {
             max_retry_after,
             retry_unknown
         );
+        // Caps merge key by key: a tool's `"500" = 1` keeps the defaults' other caps.
+        if let Some(over) = &over.retry_caps {
+            let caps = self.retry_caps.get_or_insert_with(BTreeMap::new);
+            caps.extend(over.iter().map(|(k, v)| (k.clone(), *v)));
+        }
         self
     }
 
@@ -658,10 +936,23 @@ impl RetryPolicyBuilder {
             attempt_timeout: merged.attempt_timeout.and_then(Limit::get),
             max_retry_after: merged.max_retry_after.unwrap_or(base.max_retry_after),
             retry_unknown: merged.retry_unknown.unwrap_or(base.retry_unknown),
+            retry_caps: parse_caps(merged.retry_caps.as_ref())?,
         };
         validate(&policy)?;
         Ok(policy)
     }
+}
+
+fn parse_caps(caps: Option<&BTreeMap<String, u32>>) -> Result<Vec<(RetryCap, u32)>, PolicyError> {
+    let mut parsed = Vec::new();
+    for (key, retries) in caps.into_iter().flatten() {
+        let cap = key
+            .parse::<RetryCap>()
+            .map_err(|constraint| PolicyError::new("retry_caps", constraint))?;
+        parsed.push((cap, *retries));
+    }
+    parsed.sort_by_key(|(cap, _)| cap.specificity());
+    Ok(parsed)
 }
 
 fn validate(p: &RetryPolicy) -> Result<(), PolicyError> {

@@ -26,7 +26,9 @@
 //!
 //! When the first attempt succeeds the engine allocates nothing and takes no lock (checked by
 //! `tests/alloc.rs`); per-attempt timeouts and cancellation tokens register with tokio's timer and
-//! notifier, which do.
+//! notifier, which do. It reads no clock either, unless a time budget, a hook, a retry budget or
+//! a breaker's slow-call detection needs the call's start — see
+//! [`RetryError::elapsed`](crate::RetryError::elapsed) for what that means for `elapsed`.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -65,7 +67,7 @@ where
     F: FnMut(u32) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    driver::run_fn(policy, &Callbacks::default(), None, op).await
+    driver::run_fn(driver::Driver::new(policy, &Callbacks::NONE, None), op).await
 }
 
 type ClassifyFn<E> = dyn Fn(&E) -> Option<ErrorClass> + Send + Sync;
@@ -92,22 +94,27 @@ pub(crate) struct Callbacks<T, E> {
     pub(crate) metrics: Option<ToolMetrics>,
 }
 
+impl<T, E> Callbacks<T, E> {
+    /// Nothing set: what the plain [`retry`] runs with.
+    pub(crate) const NONE: Self = Self {
+        classify: None,
+        check: None,
+        should_retry: None,
+        on_retry: None,
+        on_success: None,
+        on_give_up: None,
+        seed: None,
+        name: None,
+        breaker: None,
+        budget: None,
+        limit: None,
+        metrics: None,
+    };
+}
+
 impl<T, E> Default for Callbacks<T, E> {
     fn default() -> Self {
-        Self {
-            classify: None,
-            check: None,
-            should_retry: None,
-            on_retry: None,
-            on_success: None,
-            on_give_up: None,
-            seed: None,
-            name: None,
-            breaker: None,
-            budget: None,
-            limit: None,
-            metrics: None,
-        }
+        Self::NONE
     }
 }
 
@@ -463,7 +470,7 @@ impl<T, E: Classify> Retry<T, E> {
         Fut: Future<Output = Result<T, E>>,
     {
         // Not an `async fn`: handing back the loop's own future saves a move of it.
-        driver::run_fn(&self.policy, &self.cb, None, op)
+        driver::run_fn(driver::Driver::new(&self.policy, &self.cb, None), op)
     }
 
     /// Like [`run`](Self::run), for an async closure whose future borrows state mutably across
@@ -550,7 +557,7 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
         Fut: Future<Output = Result<T, E>>,
     {
         let r = self.retry;
-        driver::run_fn(&r.policy, &r.cb, Some(self.token), op)
+        driver::run_fn(driver::Driver::new(&r.policy, &r.cb, Some(self.token)), op)
     }
 
     /// [`Retry::run_mut`] with cancellation.

@@ -216,9 +216,31 @@ impl<E> RetryError<E> {
         self.meta.attempts
     }
 
-    /// Time from the start of the call until it gave up.
+    /// How long the call took until it gave up — measured from the call's start when something
+    /// needed the clock then, and otherwise from the end of the first attempt.
     ///
-    /// See the type-level example.
+    /// Reading the clock costs more than everything else a successful call does (20–30 ns on
+    /// a typical VM), so the engine reads it at the start only for a time budget
+    /// (`max_elapsed`), a hook (`on_retry`, `on_success`, `on_give_up`), a retry budget or a
+    /// breaker's slow-call detection. Without any of those, the first read happens when the
+    /// first attempt fails, and `elapsed` is the time spent retrying: the delays and the later
+    /// attempts, not the first attempt (a call that fails once, for good, reports zero). Set a
+    /// time budget or a hook when the whole duration matters.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use steadfast::{ErrorClass, Retry, RetryPolicy};
+    /// async fn slow_404(_attempt: u32) -> Result<(), ErrorClass> {
+    ///     tokio::time::sleep(Duration::from_secs(2)).await;
+    ///     Err(ErrorClass::from_status(404))
+    /// }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let plain = Retry::new(RetryPolicy::default());
+    /// assert_eq!(plain.run(slow_404).await.unwrap_err().elapsed(), Duration::ZERO);
+    /// let timed = Retry::new(RetryPolicy::builder().max_elapsed(Duration::from_secs(10)).build().unwrap());
+    /// assert_eq!(timed.run(slow_404).await.unwrap_err().elapsed(), Duration::from_secs(2));
+    /// # }
+    /// ```
     pub fn elapsed(&self) -> Duration {
         self.meta.elapsed
     }
@@ -278,9 +300,17 @@ fn round_ms(d: Duration) -> Duration {
     Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-impl<E: StdError + 'static> StdError for RetryError<E> {
+/// Any `RetryError` of a classifiable error is an error, so `?` converts it into
+/// `Box<dyn Error>` or — with the `anyhow` feature — `anyhow::Error`. Its source is the
+/// operation's error, as [`Classify::as_error`] gives it (every built-in error type does; a
+/// breaker's rejection is its own source).
+impl<E: Classify + fmt::Debug + fmt::Display> StdError for RetryError<E> {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.error().map(|e| e as &(dyn StdError + 'static))
+        match &self.failure {
+            Failure::Error(e) => e.as_error(),
+            Failure::Rejected(r) => Some(r.as_ref()),
+            _ => None,
+        }
     }
 }
 

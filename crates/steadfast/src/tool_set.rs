@@ -445,6 +445,80 @@ where
         })
     }
 
+    /// [`call`](Self::call) under a [`CallLimit`](crate::CallLimit): every attempt counts
+    /// against `keys` (the tool's name is added when `keys` names none). The first attempt is
+    /// counted before the retry loop starts; a retry that would cross a cap is not made, and the
+    /// call ends with `TOOL_CALL_LIMIT`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::{Value, json};
+    /// use steadfast::{CallKeys, CallLimit, FailureMode, ToolSet};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let set = ToolSet::builder()
+    ///     .mode(FailureMode::LlmError)
+    ///     .tool("echo", |v: Value| async move { Ok::<_, std::io::Error>(v) })
+    ///     .build()
+    ///     .unwrap();
+    /// let limit = CallLimit::builder().per_tool(1, Duration::from_secs(3600)).build().unwrap();
+    /// let session = CallKeys::new().session("s-1");
+    /// assert_eq!(set.call_limited(&limit, &session, "echo", json!(1)).await.unwrap(), json!(1));
+    /// let refused = set.call_limited(&limit, &session, "echo", json!(2)).await.unwrap();
+    /// assert_eq!(refused["code"], "TOOL_CALL_LIMIT");
+    /// # }
+    /// ```
+    pub async fn call_limited<C: crate::CallCounter>(
+        &self,
+        limit: &crate::CallLimit<C>,
+        keys: &crate::CallKeys,
+        tool: &str,
+        args: Value,
+    ) -> Result<Value, ToolError<E>> {
+        let Some(t) = self.inner.tools.get(tool) else {
+            return self.call_inner(tool, args, None).await;
+        };
+        let keys = match keys.tool_name() {
+            Some(_) => keys.clone(),
+            None => keys.clone().tool(tool),
+        };
+        let refuse = |e| {
+            self.fail(ToolError {
+                tool: tool.to_owned(),
+                kind: ToolErrorKind::CallLimit(e),
+            })
+        };
+        if let Err(e) = limit.acquire(&keys).await {
+            return refuse(e);
+        }
+        // A refused retry ends the loop through cancellation: the engine stops without making
+        // the attempt, and the refusal below replaces the cancellation.
+        let stop = CancellationToken::new();
+        let refused = std::sync::Mutex::new(None);
+        let op = |n: u32| {
+            let (keys, stop, refused, args) = (&keys, &stop, &refused, args.clone());
+            async move {
+                if n > 1 {
+                    if let Err(e) = limit.acquire(keys).await {
+                        *refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        stop.cancel();
+                        std::future::pending::<()>().await;
+                    }
+                }
+                (t.f)(args).await
+            }
+        };
+        let result = t.retry.cancel_on(&stop).run(op).await;
+        if let Some(e) = refused.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return refuse(e);
+        }
+        result.or_else(|e| {
+            self.fail(ToolError {
+                tool: tool.to_owned(),
+                kind: ToolErrorKind::Failed(e),
+            })
+        })
+    }
+
     fn fail(&self, e: ToolError<E>) -> Result<Value, ToolError<E>> {
         match self.inner.mode {
             FailureMode::Error => Err(e),
@@ -468,6 +542,8 @@ pub enum ToolErrorKind<E> {
     UnknownTool,
     /// The call failed for good.
     Failed(RetryError<E>),
+    /// A [`CallLimit`](crate::CallLimit) refused the call (or its next retry).
+    CallLimit(crate::CallLimitExceeded),
 }
 
 impl<E: fmt::Display> ToolError<E> {
@@ -491,7 +567,7 @@ impl<E: fmt::Display> ToolError<E> {
     pub fn retry_error(&self) -> Option<&RetryError<E>> {
         match &self.kind {
             ToolErrorKind::Failed(e) => Some(e),
-            ToolErrorKind::UnknownTool => None,
+            ToolErrorKind::UnknownTool | ToolErrorKind::CallLimit(_) => None,
         }
     }
 
@@ -511,6 +587,9 @@ impl<E: fmt::Display> ToolError<E> {
     pub fn to_llm_error(&self) -> LlmError {
         match &self.kind {
             ToolErrorKind::Failed(e) => e.to_llm_error(&self.tool),
+            ToolErrorKind::CallLimit(e) => {
+                LlmError::from_class(&e.class()).with_tool(self.tool.clone())
+            }
             ToolErrorKind::UnknownTool => {
                 let mut e = LlmError::from_class(
                     &ErrorClass::non_retriable(crate::ErrorCode::CLIENT_ERROR)
@@ -530,14 +609,16 @@ impl<E: fmt::Display> fmt::Display for ToolError<E> {
         match &self.kind {
             ToolErrorKind::UnknownTool => write!(f, "unknown tool `{}`", self.tool),
             ToolErrorKind::Failed(e) => write!(f, "tool `{}`: {e}", self.tool),
+            ToolErrorKind::CallLimit(e) => write!(f, "tool `{}`: {e}", self.tool),
         }
     }
 }
 
-impl<E: std::error::Error + 'static> std::error::Error for ToolError<E> {
+impl<E: crate::Classify + fmt::Debug + fmt::Display + 'static> std::error::Error for ToolError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
             ToolErrorKind::Failed(e) => Some(e),
+            ToolErrorKind::CallLimit(e) => Some(e),
             ToolErrorKind::UnknownTool => None,
         }
     }

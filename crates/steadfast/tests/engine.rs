@@ -115,8 +115,25 @@ async fn cap_applies_to_exponential_growth() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn full_jitter_stays_within_documented_bounds() {
-    // Cloudflare's table: base 500ms, cap 3s. Bounds are random(0, min(cap, base·2^(k−1))).
+async fn cloudflare_table_is_a_doubled_base() {
+    // Cloudflare Agents, maxAttempts 5, baseDelayMs 500, maxDelayMs 3000: ceilings
+    // min(2^attempt × 500, 3000) = 1000, 2000, 3000, 3000 ms. Steadfast's retry k waits
+    // base·2^(k−1), so the same table is base 1s.
+    let p = policy(
+        RetryPolicy::builder()
+            .max_attempts(5)
+            .base_delay(S(1))
+            .max_delay(S(3))
+            .jitter(Jitter::None),
+    );
+    let t = trace(Retry::new(p), always(ErrorClass::from_status(503))).await;
+    assert_eq!(t.gaps(), [MS(1000), MS(2000), MS(3000), MS(3000)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_jitter_stays_within_base_times_two_to_the_k_minus_one() {
+    // Base 500ms, cap 3s: retry k draws random(0, min(cap, base·2^(k−1))). (Not Cloudflare's
+    // table, whose ceilings are base·2^k: see `cloudflare_table_is_a_doubled_base`.)
     let bounds = [MS(500), MS(1000), MS(2000), MS(3000), MS(3000)];
     let mut all = Vec::new();
     for seed in 0..50 {
@@ -703,4 +720,189 @@ async fn anyhow_errors_classify_through_their_chain() {
     .await
     .unwrap_err();
     assert_eq!(err.attempts(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_cap_ends_a_status_early_and_counts_only_its_own_failures() {
+    let p = policy(
+        RetryPolicy::builder()
+            .max_attempts(10)
+            .jitter(Jitter::None)
+            .retry_cap(500, 2),
+    );
+    // The MCP guide's rule: a 500 gets two retries, then it is treated as permanent.
+    let t = trace(Retry::new(p.clone()), always(ErrorClass::from_status(500))).await;
+    let err = t.result.unwrap_err();
+    assert_eq!((err.attempts(), err.reason()), (3, GiveUpReason::Exhausted));
+    // Other failures keep the policy's attempts.
+    let t = trace(Retry::new(p.clone()), always(ErrorClass::from_status(503))).await;
+    assert_eq!(t.result.unwrap_err().attempts(), 10);
+    // Only 500s count against the cap: 500, 503, 500, 500 ends at the third 500.
+    let statuses = [500, 503, 500, 500, 500];
+    let t = trace(Retry::new(p), |n| {
+        Err::<(), _>(ErrorClass::from_status(statuses[n as usize - 1]))
+    })
+    .await;
+    assert_eq!(t.result.unwrap_err().attempts(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_most_specific_retry_cap_wins_and_codes_work_too() {
+    let p = policy(
+        RetryPolicy::builder()
+            .max_attempts(10)
+            .jitter(Jitter::None)
+            .retry_cap("5xx", 1)
+            .retry_cap(502, 3)
+            .retry_cap(ErrorCode::TIMEOUT, 0),
+    );
+    let attempts = async |class: ErrorClass| {
+        trace(Retry::new(p.clone()), always(class))
+            .await
+            .result
+            .unwrap_err()
+            .attempts()
+    };
+    assert_eq!(attempts(ErrorClass::from_status(502)).await, 4, "502 = 3");
+    assert_eq!(attempts(ErrorClass::from_status(503)).await, 2, "5xx = 1");
+    assert_eq!(attempts(ErrorClass::timeout()).await, 1, "TIMEOUT = 0");
+    assert_eq!(attempts(ErrorClass::from_status(429)).await, 10, "no cap");
+}
+
+#[test]
+fn retry_caps_in_toml_layer_by_key_and_bad_keys_are_named() {
+    let defaults: RetryPolicyBuilder =
+        toml::from_str(r#"retry_caps = { "500" = 2, TIMEOUT = 1 }"#).unwrap();
+    let tool: RetryPolicyBuilder = toml::from_str(r#"retry_caps = { "500" = 0 }"#).unwrap();
+    let p = defaults.layer(&tool).build().unwrap();
+    assert_eq!(
+        p.retry_caps(),
+        &[
+            (steadfast::RetryCap::Status(500), 0),
+            (steadfast::RetryCap::Code(ErrorCode::TIMEOUT), 1)
+        ]
+    );
+    // Round trip through serde.
+    let back: RetryPolicy = toml::from_str(&toml::to_string(&p).unwrap()).unwrap();
+    assert_eq!(back, p);
+
+    let err = toml::from_str::<RetryPolicy>(r#"retry_caps = { "50" = 2 }"#).unwrap_err();
+    assert!(
+        err.to_string().contains(
+            r#"retry_caps must have keys that are an HTTP status ("500"), a status class ("5xx") or an error code ("TIMEOUT") (got "50")"#
+        ),
+        "{err}"
+    );
+    let err = toml::from_str::<RetryPolicy>(r#"retry_caps = { "500" = -1 }"#).unwrap_err();
+    assert!(err.to_string().contains("retry_caps"), "{err}");
+}
+
+#[test]
+fn json_type_errors_name_the_field() {
+    let err = serde_json::from_str::<RetryPolicy>(r#"{"max_attempts": 2.5}"#).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "invalid type: floating point `2.5`, expected u32 (field `max_attempts`) at line 1"
+        ),
+        "{err}"
+    );
+    for (json, field) in [
+        (r#"{"base_delay": 5}"#, "base_delay"),
+        (r#"{"jitter": "fast"}"#, "jitter"),
+        (r#"{"retry_caps": {"500": "two"}}"#, "retry_caps"),
+    ] {
+        let err = serde_json::from_str::<RetryPolicy>(json).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!("(field `{field}`)")),
+            "{err}"
+        );
+    }
+    // Validation still names the field after a well-typed parse.
+    let err = serde_json::from_str::<RetryPolicy>(r#"{"max_attempts": 0}"#).unwrap_err();
+    assert!(
+        err.to_string().contains("max_attempts must be >= 1"),
+        "{err}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_json_parse_error_in_a_message_is_not_retried() {
+    let calls = Arc::new(Mutex::new(0));
+    let seen = calls.clone();
+    let err = retry(&RetryPolicy::default(), |_| {
+        *seen.lock().unwrap() += 1;
+        async {
+            Err::<(), _>("JSON parse error: Unexpected token < in JSON at position 0".to_owned())
+        }
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(*calls.lock().unwrap(), 1);
+    assert_eq!(err.reason(), GiveUpReason::NonRetriable);
+    assert_eq!(err.class().code, ErrorCode::PARSE_ERROR);
+}
+
+/// `elapsed` without anything that reads the clock at the start counts from the end of the first
+/// attempt; with a time budget or a hook, from the start.
+#[tokio::test(start_paused = true)]
+async fn elapsed_counts_from_the_start_only_when_the_clock_was_read_then() {
+    async fn slow(n: u32) -> Result<(), ErrorClass> {
+        tokio::time::sleep(S(1)).await;
+        Err(ErrorClass::from_status(if n < 2 { 503 } else { 404 }))
+    }
+    let base = RetryPolicy::builder()
+        .backoff(Backoff::Constant)
+        .base_delay(MS(100))
+        .jitter(Jitter::None);
+    let plain = Retry::new(policy(base.clone()));
+    let err = plain.run(slow).await.unwrap_err();
+    assert_eq!((err.attempts(), err.elapsed()), (2, MS(1100)));
+
+    let budgeted = Retry::new(policy(base.clone().max_elapsed(S(60))));
+    assert_eq!(budgeted.run(slow).await.unwrap_err().elapsed(), MS(2100));
+
+    let hooked = Retry::new(policy(base)).on_give_up(|ev| assert_eq!(ev.elapsed, MS(2100)));
+    assert_eq!(hooked.run(slow).await.unwrap_err().elapsed(), MS(2100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_errors_convert_with_question_mark() {
+    async fn boxed() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        retry(&RetryPolicy::no_retry(), async |_| {
+            Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+        })
+        .await?;
+        Ok(())
+    }
+    let err = boxed().await.unwrap_err();
+    assert!(
+        err.to_string().starts_with("gave up after 1 attempt"),
+        "{err}"
+    );
+    assert_eq!(err.source().unwrap().to_string(), "connection reset");
+    // A string error has no source, but converts all the same.
+    async fn text() -> Result<(), Box<dyn std::error::Error>> {
+        retry(&RetryPolicy::no_retry(), async |_| Err::<(), _>("HTTP 400")).await?;
+        Ok(())
+    }
+    assert!(text().await.unwrap_err().source().is_none());
+}
+
+#[cfg(feature = "anyhow")]
+#[tokio::test(start_paused = true)]
+async fn a_retry_error_of_anyhow_converts_into_anyhow_with_question_mark() {
+    async fn call() -> anyhow::Result<u32> {
+        let v = retry(&RetryPolicy::no_retry(), async |_| {
+            Err::<u32, _>(
+                anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied))
+                    .context("reading the cache"),
+            )
+        })
+        .await?;
+        Ok(v)
+    }
+    let err = call().await.unwrap_err();
+    let chain: Vec<String> = err.chain().map(ToString::to_string).collect();
+    assert!(chain[0].starts_with("gave up after 1 attempt"), "{chain:?}");
+    assert_eq!(chain[1..], ["reading the cache", "permission denied"]);
 }

@@ -383,3 +383,31 @@ async fn waiting_for_a_slot_retries_later() {
     }
     assert_eq!(peak.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn is_call_permitted_answers_without_side_effects() {
+    let b = breaker(1);
+    assert!(b.is_call_permitted(), "closed");
+    b.try_acquire().unwrap().failure();
+    assert_eq!(b.state(), BreakerState::Open);
+    for _ in 0..3 {
+        assert!(!b.is_call_permitted(), "open");
+    }
+    assert_eq!(b.stats().rejected, 0, "asking is not a rejected call");
+
+    // Open time over: a call would be admitted as a probe — asking takes no slot.
+    tokio::time::advance(S(30)).await;
+    assert!(b.is_call_permitted());
+    assert!(b.is_call_permitted());
+    assert_eq!(b.stats().probes_in_flight, 0);
+    let probe = b.try_acquire().expect("the probe slot is still free");
+    assert!(probe.is_probe());
+    // Half-open with its one probe slot taken: not permitted, and still no side effect.
+    assert!(!b.is_call_permitted());
+    assert_eq!((b.stats().probes_in_flight, b.stats().rejected), (1, 0));
+    probe.success();
+    assert!(b.is_call_permitted(), "closed again");
+
+    b.isolate();
+    assert!(!b.is_call_permitted(), "isolated");
+}

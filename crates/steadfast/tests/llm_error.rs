@@ -145,7 +145,7 @@ async fn circuit_open_says_so_and_says_when() {
     let e = err.to_llm_error("search");
     assert_eq!(
         json(&e),
-        r#"{"error":true,"code":"CIRCUIT_OPEN","message":"Circuit breaker is open: the service failed repeatedly, so calls to it are paused (for about 20s)","retriable":true,"suggestion":"Do not retry this tool until the circuit closes (see retryAfterMs); use another tool or tell the user the service is unavailable","tool":"search","attemptsMade":0,"retryAfterMs":20000}"#
+        r#"{"error":true,"code":"CIRCUIT_OPEN","message":"Circuit breaker is open: the service failed repeatedly, so calls to it are paused (for about 20s)","retriable":false,"suggestion":"Do not retry this tool until the circuit closes (see retryAfterMs); use another tool or tell the user the service is unavailable","tool":"search","attemptsMade":0,"retryAfterMs":20000}"#
     );
     assert!(
         e.to_string().contains("circuit breaker is open")

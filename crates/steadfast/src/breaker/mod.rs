@@ -27,16 +27,18 @@
 mod config;
 mod owned;
 mod registry;
+mod shared;
 
 pub use config::{BreakerConfig, BreakerConfigBuilder, TripRule};
 pub use owned::OwnedPermit;
 pub use registry::BreakerRegistry;
+pub use shared::{AlreadyShared, SharedOutcome, SharedState};
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -255,11 +257,32 @@ struct Ratio {
 }
 
 #[repr(align(128))]
+#[derive(Default)]
 struct Padded<T>(T);
 
 struct Counters {
     times_opened: AtomicU64,
-    rejected: AtomicU64,
+    /// Striped by thread: during an outage every caller is rejected at once, and one shared
+    /// counter would make them queue on its cache line.
+    rejected: [Padded<AtomicU64>; REJECTED_STRIPES],
+}
+
+const REJECTED_STRIPES: usize = 4;
+
+/// This thread's stripe of a striped counter: assigned round-robin on first use.
+fn stripe() -> usize {
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    STRIPE.with(|s| {
+        if s.get() == usize::MAX {
+            s.set(NEXT.fetch_add(1, Ordering::Relaxed) % REJECTED_STRIPES);
+        }
+        s.get()
+    })
 }
 
 struct Inner {
@@ -281,6 +304,8 @@ struct Inner {
     events: Mutex<VecDeque<BreakerEvent>>,
     /// Set while one thread delivers the queue; others leave their events to it.
     delivering: AtomicBool,
+    /// A store shared with other processes (`shared.rs`), if any.
+    shared: OnceLock<Arc<dyn shared::SharedState>>,
 }
 
 /// A circuit breaker. Cheap to clone: clones share one state.
@@ -366,13 +391,14 @@ impl CircuitBreaker {
                 ratio,
                 counters: Padded(Counters {
                     times_opened: AtomicU64::new(0),
-                    rejected: AtomicU64::new(0),
+                    rejected: Default::default(),
                 }),
                 subscribers: RwLock::new(Vec::new()),
                 has_subscribers: AtomicBool::new(false),
                 next_subscriber: AtomicU64::new(0),
                 events: Mutex::new(VecDeque::new()),
                 delivering: AtomicBool::new(false),
+                shared: OnceLock::new(),
             }),
         }
     }
@@ -396,9 +422,12 @@ impl CircuitBreaker {
         &self.inner.config
     }
 
+    #[inline]
     fn now(&self) -> u64 {
         let d = Instant::now().saturating_duration_since(self.inner.epoch);
-        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+        d.as_secs()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(d.subsec_nanos()))
     }
 
     fn lock(&self) -> MutexGuard<'_, Slow> {
@@ -421,6 +450,36 @@ impl CircuitBreaker {
             return Ok(Permit::new(self, word, false));
         }
         self.acquire_slow(word)
+    }
+
+    /// Whether a call would be admitted now — without asking to make one: no probe slot is
+    /// taken, no state changes, no rejection is counted, no event is sent. For health checks,
+    /// dashboards and routing ("use the fallback tool while this one is open"); to make a call,
+    /// use [`try_acquire`](Self::try_acquire), whose answer is the one that counts (another
+    /// caller may take the last probe slot in between).
+    ///
+    /// True when closed, when half-open (or open with its open time over) with a probe slot
+    /// free; false when open or isolated. (`isCallPermitted` in `tool-call-retry`.)
+    ///
+    /// ```
+    /// let breaker = steadfast::CircuitBreaker::new(Default::default());
+    /// assert!(breaker.is_call_permitted());
+    /// breaker.isolate();
+    /// assert!(!breaker.is_call_permitted());
+    /// assert_eq!(breaker.stats().rejected, 0, "asking is not a call");
+    /// ```
+    pub fn is_call_permitted(&self) -> bool {
+        let word = self.inner.word.load(Ordering::Acquire);
+        match word & STATE_MASK {
+            CLOSED => true,
+            ISOLATED => false,
+            state => {
+                if state == OPEN && self.open_remaining().is_some() {
+                    return false;
+                }
+                self.lock().probes_in_flight < self.inner.config.half_open_max_calls()
+            }
+        }
     }
 
     #[cold]
@@ -451,6 +510,9 @@ impl CircuitBreaker {
                             // Another thread reopened it between our two reads.
                             break 'decide Err(BreakerState::Open);
                         }
+                        if !self.shared_may_probe() {
+                            break 'decide Err(BreakerState::Open); // Another process probes.
+                        }
                         slow.probe_successes = 0;
                         word = self.transition(word, HALF_OPEN);
                         self.queue(BreakerEvent::HalfOpened);
@@ -473,14 +535,15 @@ impl CircuitBreaker {
         })
     }
 
+    #[inline]
     fn reject(&self, state: BreakerState, retry_in: Option<Duration>) -> Rejected {
-        self.inner
-            .counters
+        self.inner.counters.0.rejected[stripe()]
             .0
-            .rejected
             .fetch_add(1, Ordering::Relaxed);
-        self.queue(BreakerEvent::Rejected { state });
-        self.deliver();
+        if self.inner.has_subscribers.load(Ordering::Acquire) {
+            self.queue(BreakerEvent::Rejected { state });
+            self.deliver();
+        }
         Rejected {
             state,
             retry_in,
@@ -506,18 +569,34 @@ impl CircuitBreaker {
         let until = self
             .now()
             .saturating_add(u64::try_from(open_for.as_nanos()).unwrap_or(u64::MAX));
+        self.enter_open(slow, word, open_for, until, "own rule");
+    }
+
+    /// Moves to (or stays) open until `until` (lock held): the one place that opens the
+    /// breaker, whether its own rule tripped or shared state said so (`by`).
+    fn enter_open(
+        &self,
+        slow: &mut Slow,
+        word: u64,
+        open_for: Duration,
+        until: u64,
+        by: &'static str,
+    ) {
         self.inner.open_until.store(until, Ordering::Release);
         slow.failures.clear();
         slow.probe_successes = 0;
-        self.transition(word, OPEN);
-        self.inner
-            .counters
-            .0
-            .times_opened
-            .fetch_add(1, Ordering::Relaxed);
+        if word & STATE_MASK != OPEN {
+            self.transition(word, OPEN);
+            self.inner
+                .counters
+                .0
+                .times_opened
+                .fetch_add(1, Ordering::Relaxed);
+        }
         tracing::debug!(
             breaker = self.name().unwrap_or(""),
             open_ms = open_for.as_millis() as u64,
+            by,
             "circuit opened"
         );
         self.queue(BreakerEvent::Opened {
@@ -551,6 +630,7 @@ impl CircuitBreaker {
 
     #[inline(never)]
     fn record_slow(&self, generation_word: u64, probe: bool, failed: bool) {
+        self.share_outcome(probe, failed);
         if !probe && !failed {
             // Ratio rule: one bucket update.
             if let Some(r) = &self.inner.ratio {
@@ -692,7 +772,14 @@ impl CircuitBreaker {
                 .then(|| self.open_remaining())
                 .flatten(),
             times_opened: self.inner.counters.0.times_opened.load(Ordering::Relaxed),
-            rejected: self.inner.counters.0.rejected.load(Ordering::Relaxed),
+            rejected: self
+                .inner
+                .counters
+                .0
+                .rejected
+                .iter()
+                .map(|c| c.0.load(Ordering::Relaxed))
+                .sum(),
         }
     }
 

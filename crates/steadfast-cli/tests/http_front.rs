@@ -1,0 +1,424 @@
+//! The streamable-HTTP front on real processes: `steadfast proxy --listen` in front of the fake
+//! upstream, driven over HTTP. Authentication, Origin checks, unknown sessions, and many
+//! sessions sharing one breaker.
+#![cfg(feature = "http")]
+
+#[path = "support/raw_client.rs"]
+mod raw_client;
+#[path = "support/temp.rs"]
+mod temp;
+
+use std::time::Duration;
+
+use raw_client::{fake_upstream_command, read_counts};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+const ANSWER: Duration = Duration::from_secs(10);
+
+struct Front {
+    _child: Option<tokio::process::Child>,
+    url: String,
+}
+
+/// One HTTP/1.1 exchange over a fresh connection (`Connection: close`), with the headers given:
+/// (status, headers lower-cased, body).
+async fn exchange(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let mut head = format!(
+        "{method} /{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let io = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(ANSWER, io).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers, body.to_owned())
+}
+
+async fn front(config: &str, fake_args: &[&str], token: &str) -> (Front, temp::Temp) {
+    front_with(config, &[], fake_args, token).await
+}
+
+async fn front_with(
+    config: &str,
+    flags: &[&str],
+    fake_args: &[&str],
+    token: &str,
+) -> (Front, temp::Temp) {
+    let file = temp::Temp::new("http-front");
+    std::fs::write(&file.0, config).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--token-env",
+        "FRONT_TOKEN",
+        "--config",
+    ])
+    .arg(&file.0)
+    .args(flags)
+    .arg("--")
+    .args(fake_upstream_command(fake_args))
+    .env("FRONT_TOKEN", token)
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(ANSWER, async {
+        while let Ok(Some(line)) = err.next_line().await {
+            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
+                return u.to_owned();
+            }
+        }
+        panic!("the front never said where it listens");
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    (
+        Front {
+            _child: Some(child),
+            url,
+        },
+        file,
+    )
+}
+
+impl Front {
+    async fn post(
+        &self,
+        token: Option<&str>,
+        session: Option<&str>,
+        origin: Option<&str>,
+        body: &Value,
+    ) -> (u16, Option<String>, Value) {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a));
+        }
+        if let Some(s) = session {
+            headers.push(("Mcp-Session-Id", s));
+        }
+        if let Some(o) = origin {
+            headers.push(("Origin", o));
+        }
+        let (status, headers, text) =
+            exchange("POST", &self.url, &headers, &body.to_string()).await;
+        let sid = headers
+            .iter()
+            .find(|(k, _)| k == "mcp-session-id")
+            .map(|(_, v)| v.clone());
+        (
+            status,
+            sid,
+            serde_json::from_str(&text).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        let url = self.url.replace("/mcp", path);
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        let (status, _, body) = exchange("GET", &url, &headers, "").await;
+        (status, body)
+    }
+
+    async fn initialize(&self, token: &str) -> String {
+        let (status, sid, body) = self
+            .post(
+                Some(token),
+                None,
+                None,
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.pointer("/result/protocolVersion").is_some(), "{body}");
+        sid.expect("a session id")
+    }
+
+    async fn call(&self, token: &str, sid: &str, id: i64, tool: &str) -> Value {
+        let (status, _, body) = self
+            .post(
+                Some(token),
+                Some(sid),
+                None,
+                &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "hi"}}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+}
+
+fn llm_code(r: &Value) -> String {
+    let text = r
+        .pointer("/result/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap_or("{}");
+    serde_json::from_str::<Value>(text).unwrap_or_default()["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn tokens_origins_and_unknown_sessions_are_refused() {
+    let (f, _c) = front("", &[], "s3cret").await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(f.post(None, None, None, &ping).await.0, 401, "no token");
+    assert_eq!(
+        f.post(Some("wrong"), None, None, &ping).await.0,
+        401,
+        "wrong token"
+    );
+    assert_eq!(
+        f.post(Some("s3cret"), None, Some("https://evil.example"), &ping)
+            .await
+            .0,
+        403,
+        "a foreign Origin"
+    );
+    assert_eq!(
+        f.post(Some("s3cret"), Some("no-such-session"), None, &ping)
+            .await
+            .0,
+        404
+    );
+    // An unknown session is answered 404, and a new initialize works.
+    let sid = f.initialize("s3cret").await;
+    let r = f.call("s3cret", &sid, 2, "echo").await;
+    assert_eq!(r["result"]["content"][0]["text"], "hi", "{r}");
+    let (del, _, _) = exchange(
+        "DELETE",
+        &f.url,
+        &[("Authorization", "Bearer s3cret"), ("Mcp-Session-Id", &sid)],
+        "",
+    )
+    .await;
+    assert_eq!(del, 200);
+    assert_eq!(
+        f.post(Some("s3cret"), Some(&sid), None, &ping).await.0,
+        404,
+        "an ended session"
+    );
+    let again = f.initialize("s3cret").await;
+    assert_ne!(again, sid);
+}
+
+#[tokio::test]
+async fn fifty_sessions_share_one_breaker() {
+    let counts = temp::Temp::new("counts");
+    let config = "[tools.flaky]\nretry = { max_attempts = 1 }\nbreaker = { failure_threshold = 3, reset_timeout = \"60s\" }\n";
+    let (f, _c) = front(
+        config,
+        &["--count-file", counts.path(), "--flaky-failures", "100000"],
+        "t",
+    )
+    .await;
+    let mut sessions = Vec::new();
+    for _ in 0..50 {
+        sessions.push(f.initialize("t").await);
+    }
+    // Three sessions see the dependency fail: the breaker opens once, for everyone.
+    for (i, sid) in sessions.iter().take(3).enumerate() {
+        assert_ne!(
+            llm_code(&f.call("t", sid, 10 + i as i64, "flaky").await),
+            "CIRCUIT_OPEN"
+        );
+    }
+    let before = read_counts(&counts.0)["tools"]["flaky"].as_u64().unwrap();
+    let mut set = tokio::task::JoinSet::new();
+    for (i, sid) in sessions.iter().skip(3).enumerate() {
+        let (url, sid) = (f.url.clone(), sid.clone());
+        set.spawn(async move {
+            let f = Front { _child: None, url };
+            llm_code(&f.call("t", &sid, 100 + i as i64, "flaky").await)
+        });
+    }
+    let codes: Vec<String> = set.join_all().await;
+    assert_eq!(codes.len(), 47);
+    assert!(codes.iter().all(|c| c == "CIRCUIT_OPEN"), "{codes:?}");
+    let after = read_counts(&counts.0)["tools"]["flaky"].as_u64().unwrap();
+    assert_eq!(
+        before, 3,
+        "three calls reached the upstream before the breaker opened"
+    );
+    assert_eq!(
+        after, before,
+        "47 sessions failed fast without calling the upstream"
+    );
+}
+
+/// The value of a Prometheus sample `name{labels}` in a text exposition, if present.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(name) && labels.split(',').all(|kv| l.contains(kv)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_count_the_calls_made() {
+    let config =
+        "[defaults]\nretry = { max_attempts = 3, base_delay = \"10ms\", max_delay = \"20ms\" }\n";
+    let (f, _c) = front(config, &["--flaky-failures", "2"], "m").await;
+    let sid = f.initialize("m").await;
+    for i in 0..4 {
+        f.call("m", &sid, 10 + i, "echo").await;
+    }
+    // flaky: two transient failures absorbed, so one call of three attempts.
+    let r = f.call("m", &sid, 20, "flaky").await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(
+        f.get("/metrics", None).await.0,
+        401,
+        "metrics need the token too"
+    );
+    let (status, text) = f.get("/metrics", Some("m")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        sample(&text, "steadfast_calls_total", "tool=\"echo\""),
+        Some(4.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "steadfast_calls_total", "tool=\"flaky\""),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "steadfast_attempts_total", "tool=\"flaky\""),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "steadfast_retries_total", "tool=\"flaky\""),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(sample(&text, "steadfast_sessions", ""), Some(1.0), "{text}");
+    assert!(
+        sample(
+            &text,
+            "steadfast_tool_call_duration_seconds_count",
+            "tool=\"echo\""
+        )
+        .is_some()
+            || text.contains("steadfast_tool_call_duration_seconds{tool=\"echo\""),
+        "{text}"
+    );
+    assert_eq!(f.get("/readyz", None).await.0, 200);
+}
+
+#[tokio::test]
+async fn progress_reaches_a_session_on_its_event_stream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (f, _c) = front("", &[], "p").await;
+    let sid = f.initialize("p").await;
+    // Open the session's event stream and keep it open.
+    let rest = f.url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let get = format!(
+        "GET /{path} HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n\
+         Authorization: Bearer p\r\nMcp-Session-Id: {sid}\r\n\r\n"
+    );
+    stream.write_all(get.as_bytes()).await.unwrap();
+    // A slow call asking for progress: the result comes in the POST, progress on the stream.
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"seconds": 0.3, "steps": 3},
+        "_meta": {"progressToken": "tok-1"}}});
+    let (status, _, body) = f.post(Some("p"), Some(&sid), None, &call).await;
+    assert_eq!(status, 200, "{body}");
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while !seen.contains("notifications/progress") {
+        let n = tokio::time::timeout_at(deadline, stream.read(&mut buf))
+            .await
+            .expect("progress on the event stream in time")
+            .unwrap();
+        assert!(n > 0, "the stream closed: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(seen.contains("text/event-stream"), "{seen}");
+    assert!(seen.contains("\"tok-1\""), "the client's own token: {seen}");
+}
+
+#[tokio::test]
+async fn an_idle_session_ends_and_its_client_must_initialize_again() {
+    let (f, _c) = front_with("", &["--session-idle", "1s"], &[], "i").await;
+    let sid = f.initialize("i").await;
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    assert_eq!(f.post(Some("i"), Some(&sid), None, &ping).await.0, 200);
+    // Unused for longer than the configured bound (the reaper runs every 250 ms here).
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert_eq!(f.post(Some("i"), Some(&sid), None, &ping).await.0, 404);
+    f.initialize("i").await;
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_policies_of_every_session() {
+    let (f, cfg) = front_with(
+        "[tools.flaky]\nretry = { max_attempts = 1 }\n",
+        &[],
+        &["--flaky-failures", "2"],
+        "r",
+    )
+    .await;
+    let sid = f.initialize("r").await;
+    assert_eq!(
+        llm_code(&f.call("r", &sid, 1, "flaky").await),
+        "SERVICE_UNAVAILABLE"
+    );
+    std::fs::write(
+        &cfg.0,
+        "[tools.flaky]\nretry = { max_attempts = 3, base_delay = \"10ms\", max_delay = \"20ms\" }\n",
+    )
+    .unwrap();
+    let pid = f._child.as_ref().and_then(|c| c.id()).unwrap() as i32;
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = f.call("r", &sid, 2, "flaky").await;
+    assert_eq!(r["result"]["content"][0]["text"], "flaky succeeded", "{r}");
+}

@@ -1,0 +1,672 @@
+#!/usr/bin/env python3
+"""A scriptable fake MCP server for fault injection (Python 3.11 standard library only).
+
+It speaks raw newline-delimited JSON-RPC on stdio, or a small part of streamable HTTP with
+``--http PORT`` (POST /mcp, ``Mcp-Session-Id``, JSON or SSE answers), and misbehaves on request.
+Tests start it as the proxy's upstream (or talk to it directly) and assert what the other side
+saw; ``--count-file`` records what *it* saw, so a test can tell "retried twice" from "ran twice".
+
+Modes (``--mode NAME``, repeatable, combine where it makes sense):
+
+  normal                    tools echo, slow (progress), flaky, lookup (read-only),
+                            charge (non-idempotent), hang, big; ping; logging/setLevel
+  never-answers-initialize  reads everything, answers nothing
+  garbage-then-sleep        prints non-JSON lines at start, then answers nothing
+  exit-after-initialize     (stdio) answers initialize, then exits (after --exit-delay-ms)
+  oversized-reply           every tools/call result carries --reply-mib MiB of text
+  progress-burst            tools/call: --burst progress notifications and the result in one write
+  log-flood                 tools/call: --flood notifications/message, then the result
+  ignores-eof               stdin EOF and SIGTERM are ignored (only SIGKILL ends it)
+  tasks                     capability `tasks`, tool `research` with taskSupport "required",
+                            tasks/get, tasks/result, tasks/list, tasks/cancel (MCP 2025-11-25)
+  session-loss              (HTTP) sessions are forgotten after --session-loss-after requests
+                            (or on SIGUSR1, like a restart); old ids get --session-loss-status
+                            400 (TypeScript SDK shape) or 404 (Python SDK shape)
+  accept-and-never-answer   (HTTP) reads each request and never answers it
+
+The counter file is JSON: {"starts": n, "methods": {method: n}, "tools": {tool: n},
+"cancelled": n}; it is rewritten (atomically) after every message and carries on across
+restarts of the process, so a test can count restarts too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import stat
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODES = {
+    "normal",
+    "never-answers-initialize",
+    "garbage-then-sleep",
+    "exit-after-initialize",
+    "oversized-reply",
+    "progress-burst",
+    "log-flood",
+    "ignores-eof",
+    "tasks",
+    "session-loss",
+    "accept-and-never-answer",
+}
+
+KNOWN_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+
+OBJECT = {"type": "object"}
+
+
+def tool(name, description, properties=None, required=None, annotations=None, execution=None):
+    schema = {"type": "object", "properties": properties or {}}
+    if required:
+        schema["required"] = required
+    t = {"name": name, "description": description, "inputSchema": schema}
+    if annotations is not None:
+        t["annotations"] = annotations
+    if execution is not None:
+        t["execution"] = execution
+    return t
+
+
+TOOLS = [
+    tool("echo", "Returns its `text` argument.", {"text": {"type": "string"}}, ["text"],
+         {"readOnlyHint": True}),
+    tool("slow", "Sleeps `seconds`, reporting `steps` progress notifications on the way.",
+         {"seconds": {"type": "number"}, "steps": {"type": "integer"}}, None,
+         {"readOnlyHint": True}),
+    tool("flaky", "Fails with a transient error the first --flaky-failures calls, then succeeds.",
+         {}, None, {"readOnlyHint": False, "idempotentHint": True}),
+    tool("lookup", "Reads a record (read-only).", {"key": {"type": "string"}}, None,
+         {"readOnlyHint": True, "idempotentHint": True}),
+    tool("charge", "Charges a card (not idempotent; must never run twice).",
+         {"amount": {"type": "number"}}, None,
+         {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}),
+    tool("hang", "Never answers (until cancelled).", {}, None, {"readOnlyHint": True}),
+    tool("big", "Returns `mib` MiB of text.", {"mib": {"type": "number"}}, None,
+         {"readOnlyHint": True}),
+]
+
+TASK_TOOL = tool(
+    "research",
+    "A long job that must run as a task; its result is ready after --task-seconds.",
+    {"topic": {"type": "string"}},
+    None,
+    {"readOnlyHint": True},
+    {"taskSupport": "required"},
+)
+
+
+def now_iso():
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+class Counter:
+    """Counts what the fake saw; survives restarts through the file."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.data = {"starts": 0, "methods": {}, "tools": {}, "cancelled": 0}
+        if path and os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    self.data.update(json.load(f))
+            except (OSError, ValueError):
+                pass
+        self.bump("starts")
+
+    def bump(self, key, name=None):
+        with self.lock:
+            if name is None:
+                self.data[key] = self.data.get(key, 0) + 1
+            else:
+                table = self.data.setdefault(key, {})
+                table[name] = table.get(name, 0) + 1
+            self._save()
+
+    def _save(self):
+        if not self.path:
+            return
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.data, f)
+        os.replace(tmp, self.path)
+
+
+class Task:
+    def __init__(self, task_id, ttl, seconds, topic):
+        self.id = task_id
+        self.ttl = ttl
+        self.created = now_iso()
+        self.updated = self.created
+        self.status = "working"
+        self.result = None
+        self.done = threading.Event()
+        self.topic = topic
+        self.seconds = seconds
+
+    def view(self):
+        t = {
+            "taskId": self.id,
+            "status": self.status,
+            "createdAt": self.created,
+            "lastUpdatedAt": self.updated,
+            "ttl": self.ttl,
+            "pollInterval": 100,
+        }
+        if self.status == "working":
+            t["statusMessage"] = f"researching {self.topic}"
+        return t
+
+    def finish(self, status, result=None):
+        if self.done.is_set():
+            return
+        self.status = status
+        self.result = result
+        self.updated = now_iso()
+        self.done.set()
+
+
+class Fake:
+    """The server logic, independent of the transport: `handle` returns the lines to write."""
+
+    def __init__(self, args):
+        self.args = args
+        self.modes = set(args.mode or ["normal"])
+        self.counter = Counter(args.count_file)
+        self.flaky_left = args.flaky_failures
+        self.cancelled = {}
+        self.cancel_lock = threading.Lock()
+        self.tasks = {}
+        self.tasks_lock = threading.Lock()
+
+    # -- capabilities -------------------------------------------------------------------------
+
+    def tools(self):
+        tools = list(TOOLS)
+        if "tasks" in self.modes:
+            tools.append(TASK_TOOL)
+        return tools
+
+    def capabilities(self):
+        caps = {"tools": {"listChanged": True}, "logging": {}}
+        if "tasks" in self.modes:
+            caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        return caps
+
+    # -- dispatch -----------------------------------------------------------------------------
+
+    def cancel_event(self, rid):
+        with self.cancel_lock:
+            return self.cancelled.setdefault(json.dumps(rid), threading.Event())
+
+    def handle(self, msg, emit):
+        """Handles one message. `emit(list_of_messages)` writes them in one write; it may be
+        called several times (progress) and from another thread. Returns True when the
+        message was answered (or needs no answer) and False when the fake stays silent."""
+        method = msg.get("method")
+        rid = msg.get("id")
+        if method is None:
+            return True  # a response to something we never asked; ignore
+        self.counter.bump("methods", method)
+        if rid is None:
+            if method == "notifications/cancelled":
+                self.counter.bump("cancelled")
+                target = (msg.get("params") or {}).get("requestId")
+                self.cancel_event(target).set()
+            return True
+        params = msg.get("params") or {}
+        if method == "initialize":
+            if "never-answers-initialize" in self.modes or "garbage-then-sleep" in self.modes:
+                return False
+            asked = params.get("protocolVersion")
+            version = asked if asked in KNOWN_VERSIONS else KNOWN_VERSIONS[0]
+            emit([ok(rid, {
+                "protocolVersion": version,
+                "capabilities": self.capabilities(),
+                "serverInfo": {"name": "fake-upstream", "version": "1.0.0"},
+                "instructions": "A fake MCP server for Steadfast's fault-injection tests.",
+            })])
+            if "exit-after-initialize" in self.modes and self.args.http is None:
+                time.sleep(self.args.exit_delay_ms / 1000)
+                os._exit(0)
+            return True
+        if "never-answers-initialize" in self.modes or "garbage-then-sleep" in self.modes:
+            return False
+        if method == "ping":
+            emit([ok(rid, {})])
+        elif method == "tools/list":
+            emit([ok(rid, {"tools": self.tools()})])
+        elif method == "logging/setLevel":
+            emit([ok(rid, {})])
+        elif method == "tools/call":
+            threading.Thread(target=self.call_tool, args=(rid, params, emit), daemon=True).start()
+        elif method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel") \
+                and "tasks" in self.modes:
+            threading.Thread(target=self.task_request, args=(rid, method, params, emit),
+                             daemon=True).start()
+        else:
+            emit([error(rid, -32601, f"Method not found: {method}")])
+        return True
+
+    # -- tools --------------------------------------------------------------------------------
+
+    def call_tool(self, rid, params, emit):
+        name = params.get("name")
+        arguments = params.get("arguments") or {}
+        token = (params.get("_meta") or {}).get("progressToken")
+        self.counter.bump("tools", name)
+        known = {t["name"] for t in self.tools()}
+        if name not in known:
+            emit([error(rid, -32602, f"Unknown tool: {name}")])
+            return
+        if name == "research":
+            self.start_task(rid, params, emit)
+            return
+        if "task" in params:
+            emit([error(rid, -32601, f"tool {name} does not support task-augmented calls")])
+            return
+        before = []
+        if "log-flood" in self.modes:
+            self.flood(emit)
+        if "progress-burst" in self.modes and token is not None:
+            k = self.args.burst
+            before = [progress(token, i + 1, k, f"step {i + 1}") for i in range(k)]
+        if "oversized-reply" in self.modes:
+            emit(before + [ok(rid, text_result("x" * int(self.args.reply_mib * 1024 * 1024)))])
+            return
+        result = self.run_tool(rid, name, arguments, token, emit)
+        if result is None:
+            return  # cancelled: no answer, as the spec says
+        emit(before + [ok(rid, result)])
+
+    def run_tool(self, rid, name, arguments, token, emit):
+        cancelled = self.cancel_event(rid)
+        if name == "echo":
+            return text_result(str(arguments.get("text", "")))
+        if name == "lookup":
+            return text_result(f"record {arguments.get('key', '')}")
+        if name == "charge":
+            return text_result(f"charged {arguments.get('amount', 0)}")
+        if name == "big":
+            mib = float(arguments.get("mib", self.args.reply_mib))
+            return text_result("x" * int(mib * 1024 * 1024))
+        if name == "flaky":
+            with self.cancel_lock:
+                failing = self.flaky_left > 0
+                if failing:
+                    self.flaky_left -= 1
+            if failing:
+                r = text_result("503 Service Unavailable: temporarily unavailable, try again")
+                r["isError"] = True
+                return r
+            return text_result("flaky succeeded")
+        if name == "slow":
+            seconds = float(arguments.get("seconds", 1))
+            steps = max(1, int(arguments.get("steps", 4)))
+            for i in range(steps):
+                if cancelled.wait(seconds / steps):
+                    return None
+                if token is not None:
+                    emit([progress(token, i + 1, steps, f"step {i + 1} of {steps}")])
+            return text_result(f"slept {seconds}s")
+        if name == "hang":
+            cancelled.wait()
+            return None
+        return text_result("?")
+
+    def flood(self, emit):
+        n = self.args.flood
+        pad = "y" * self.args.flood_bytes
+        chunk = []
+        for i in range(n):
+            chunk.append({"jsonrpc": "2.0", "method": "notifications/message",
+                          "params": {"level": "info", "logger": "fake",
+                                     "data": f"log line {i} {pad}"}})
+            if len(chunk) == 1000:
+                emit(chunk)
+                chunk = []
+        if chunk:
+            emit(chunk)
+
+    # -- tasks (MCP 2025-11-25) ---------------------------------------------------------------
+
+    def start_task(self, rid, params, emit):
+        spec = params.get("task")
+        if not isinstance(spec, dict):
+            emit([error(rid, -32601,
+                        "tool research requires task augmentation (execution.taskSupport is "
+                        "\"required\"): call it with params.task")])
+            return
+        ttl = spec.get("ttl", 60000)
+        topic = str((params.get("arguments") or {}).get("topic", "anything"))
+        task = Task(uuid.uuid4().hex, ttl, self.args.task_seconds, topic)
+        with self.tasks_lock:
+            self.tasks[task.id] = task
+
+        def work():
+            if not task.done.wait(task.seconds):
+                task.finish("completed", text_result(f"findings on {topic}"))
+            # Status changes may be announced; requestors must not rely on it.
+            emit([{"jsonrpc": "2.0", "method": "notifications/tasks/status",
+                   "params": task.view()}])
+
+        threading.Thread(target=work, daemon=True).start()
+        emit([ok(rid, {"task": task.view()})])
+
+    def task_request(self, rid, method, params, emit):
+        if method == "tasks/list":
+            with self.tasks_lock:
+                views = [t.view() for t in self.tasks.values()]
+            emit([ok(rid, {"tasks": views})])
+            return
+        task_id = params.get("taskId")
+        with self.tasks_lock:
+            task = self.tasks.get(task_id)
+        if task is None:
+            emit([error(rid, -32602, f"unknown task: {task_id}")])
+            return
+        related = {"io.modelcontextprotocol/related-task": {"taskId": task.id}}
+        if method == "tasks/get":
+            emit([ok(rid, task.view())])
+        elif method == "tasks/cancel":
+            if task.done.is_set():
+                emit([error(rid, -32602, f"task {task_id} is already {task.status}")])
+                return
+            task.finish("cancelled")
+            emit([ok(rid, task.view())])
+        else:  # tasks/result blocks until the task is terminal
+            task.done.wait()
+            if task.status == "completed":
+                result = dict(task.result)
+                result["_meta"] = related
+                emit([ok(rid, result)])
+            else:
+                emit([{"jsonrpc": "2.0", "id": rid,
+                       "error": {"code": -32603, "message": f"task {task.status}",
+                                 "data": related}}])
+
+
+def ok(rid, result):
+    return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+def error(rid, code, message):
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+
+
+def progress(token, value, total, message):
+    return {"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": value, "total": total,
+                       "message": message}}
+
+
+def text_result(text):
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+def encode(messages):
+    return b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in messages)
+
+
+def sleep_forever():
+    while True:
+        time.sleep(3600)
+
+
+# -- stdio --------------------------------------------------------------------------------------
+
+
+def serve_stdio(fake):
+    out = sys.stdout.buffer
+    lock = threading.Lock()
+
+    def emit(messages):
+        data = encode(messages)
+        with lock:
+            try:
+                out.write(data)
+                out.flush()
+            except (BrokenPipeError, ValueError):
+                os._exit(0)
+
+    if "garbage-then-sleep" in fake.modes:
+        with lock:
+            out.write(b"this is not JSON\n{\"jsonrpc\": \"2.0\", broken\n\x00\xff\xfe\n")
+            out.flush()
+    for line in sys.stdin.buffer:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(msg, dict):
+            fake.handle(msg, emit)
+    # stdin closed
+    if "ignores-eof" in fake.modes:
+        sleep_forever()
+    os._exit(0)
+
+
+# -- streamable HTTP ----------------------------------------------------------------------------
+
+
+class HttpState:
+    def __init__(self, fake):
+        self.fake = fake
+        self.sessions = set()
+        self.requests = 0
+        self.lock = threading.Lock()
+
+    def forget_sessions(self):
+        with self.lock:
+            self.sessions.clear()
+
+
+def make_handler(state):
+    fake = state.fake
+    args = fake.args
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *a):  # quiet: tests read stderr only on failure
+            if args.verbose:
+                super().log_message(fmt, *a)
+
+        def reply(self, status, body=None, headers=None, ctype="application/json"):
+            data = b"" if body is None else json.dumps(body).encode()
+            self.send_response(status)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            if body is not None:
+                self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def session_gone(self, sid):
+            if args.session_loss_status == 404:
+                # Python SDK shape
+                self.reply(404, {"jsonrpc": "2.0", "id": None,
+                                 "error": {"code": -32600, "message": "Session not found"}})
+            else:
+                # TypeScript SDK example servers: 400 and a JSON-RPC error naming the session
+                self.reply(400, {"jsonrpc": "2.0", "id": None,
+                                 "error": {"code": -32000,
+                                           "message": "Bad Request: No valid session ID provided"}})
+
+        def do_GET(self):
+            self.reply(405, None, {"Allow": "POST, DELETE"})
+
+        def do_DELETE(self):
+            sid = self.headers.get("Mcp-Session-Id")
+            with state.lock:
+                known = sid in state.sessions
+                state.sessions.discard(sid)
+            self.reply(200 if known else 404)
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if "accept-and-never-answer" in fake.modes:
+                sleep_forever()
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                self.reply(400, {"jsonrpc": "2.0", "id": None,
+                                 "error": {"code": -32700, "message": "Parse error"}})
+                return
+            if not isinstance(msg, dict):
+                self.reply(400, {"jsonrpc": "2.0", "id": None,
+                                 "error": {"code": -32600, "message": "batches not supported"}})
+                return
+            sid = self.headers.get("Mcp-Session-Id")
+            headers = {}
+            with state.lock:
+                state.requests += 1
+                if ("session-loss" in fake.modes and args.session_loss_after
+                        and state.requests > args.session_loss_after
+                        and msg.get("method") != "initialize"):
+                    # the "restart": every session made so far is forgotten, once
+                    state.sessions.clear()
+                    args.session_loss_after = 0
+                if msg.get("method") == "initialize":
+                    sid = uuid.uuid4().hex
+                    state.sessions.add(sid)
+                    headers["Mcp-Session-Id"] = sid
+                elif sid not in state.sessions:
+                    sid = None
+            if sid is None:
+                fake.counter.bump("methods", "(session rejected)")
+                self.session_gone(self.headers.get("Mcp-Session-Id"))
+                return
+            headers.setdefault("Mcp-Session-Id", sid)
+            if "id" not in msg or "method" not in msg:
+                fake.handle(msg, lambda _m: None)
+                self.reply(202, None, headers)
+                return
+            sse = "text/event-stream" in (self.headers.get("Accept") or "")
+            self.answer(msg, headers, sse)
+
+        def answer(self, msg, headers, sse):
+            """Collects what the fake emits until the response; streams notifications as SSE
+            events when the client accepts them (dropping them otherwise, as JSON mode must)."""
+            done = threading.Event()
+            lock = threading.Lock()
+            started = []
+
+            def start_stream():
+                self.send_response(200)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                started.append(True)
+                self.close_connection = True
+
+            final = []
+
+            def emit(messages):
+                with lock:
+                    if done.is_set():
+                        return
+                    notes = [m for m in messages if "id" not in m]
+                    resp = [m for m in messages if "id" in m and m.get("id") == msg["id"]]
+                    if sse and notes:
+                        if not started:
+                            start_stream()
+                        for m in notes:
+                            self.wfile.write(b"event: message\ndata: " +
+                                             json.dumps(m).encode() + b"\n\n")
+                    if resp:
+                        if sse and started:
+                            self.wfile.write(b"event: message\ndata: " +
+                                             json.dumps(resp[0]).encode() + b"\n\n")
+                            self.wfile.flush()
+                        else:
+                            final.append(resp[0])
+                        done.set()
+                    elif sse and started:
+                        self.wfile.flush()
+
+            if not fake.handle(msg, emit):
+                sleep_forever()
+            done.wait()
+            if final:
+                self.reply(200, final[0], headers)
+
+    return Handler
+
+
+def serve_http(fake):
+    state = HttpState(fake)
+    server = ThreadingHTTPServer(("127.0.0.1", fake.args.http), make_handler(state))
+    server.daemon_threads = True
+    signal.signal(signal.SIGUSR1, lambda *_: state.forget_sessions())
+    port = server.server_address[1]
+    # The first stdout line tells a test where to connect.
+    print(f"http://127.0.0.1:{port}/mcp", flush=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    if "ignores-eof" in fake.modes:
+        sleep_forever()
+    # A pipe on stdin ends the server when it closes, so a test that drops its handle ends the
+    # server too; anything else (a terminal, /dev/null) serves until killed.
+    try:
+        piped = stat.S_ISFIFO(os.fstat(0).st_mode)
+    except OSError:
+        piped = False
+    if not piped:
+        sleep_forever()
+    try:
+        sys.stdin.buffer.read()
+    except (OSError, ValueError):
+        pass
+    os._exit(0)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", action="append", choices=sorted(MODES),
+                   help="a fault to inject (repeatable); default: normal")
+    p.add_argument("--http", type=int, metavar="PORT",
+                   help="serve streamable HTTP on 127.0.0.1:PORT (0: any) instead of stdio")
+    p.add_argument("--count-file", help="JSON file counting starts, methods and tool calls")
+    p.add_argument("--pid-file", help="write the process id here at start")
+    p.add_argument("--reply-mib", type=float, default=17.0, help="oversized-reply size (MiB)")
+    p.add_argument("--burst", type=int, default=20, help="progress-burst: notifications per call")
+    p.add_argument("--flood", type=int, default=200_000, help="log-flood: messages per call")
+    p.add_argument("--flood-bytes", type=int, default=100, help="log-flood: padding per message")
+    p.add_argument("--flaky-failures", type=int, default=2, help="flaky: failures before success")
+    p.add_argument("--exit-delay-ms", type=int, default=0, help="exit-after-initialize: delay")
+    p.add_argument("--task-seconds", type=float, default=0.5, help="tasks: time until completed")
+    p.add_argument("--session-loss-after", type=int, default=0,
+                   help="session-loss: forget sessions after N requests (0: only on SIGUSR1)")
+    p.add_argument("--session-loss-status", type=int, choices=[400, 404], default=400,
+                   help="session-loss: 400 (TypeScript SDK shape) or 404 (Python SDK shape)")
+    p.add_argument("--verbose", action="store_true", help="HTTP request log on stderr")
+    args = p.parse_args(argv)
+    if args.pid_file:
+        with open(args.pid_file, "w", encoding="utf-8") as f:
+            f.write(str(os.getpid()))
+    fake = Fake(args)
+    if "ignores-eof" in fake.modes:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.http is not None:
+        serve_http(fake)
+    else:
+        serve_stdio(fake)
+
+
+if __name__ == "__main__":
+    main()

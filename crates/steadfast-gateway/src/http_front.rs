@@ -1,0 +1,530 @@
+//! The streamable-HTTP front: many clients, one upstream, shared breakers and budgets.
+//!
+//! `POST /mcp` carries one message: `initialize` (without a session) opens a session and
+//! answers with its `Mcp-Session-Id`; a request is answered in the POST's body (JSON); a
+//! notification or a response gets 202. `GET /mcp` streams the session's own messages
+//! (notifications, progress, the server's requests) as server-sent events; `DELETE /mcp` ends
+//! the session. An unknown or ended session is answered 404, so a client re-initializes.
+//!
+//! Security, as the MCP spec asks of HTTP servers: bind to loopback by default; bearer tokens
+//! compared in constant time (401 with `WWW-Authenticate` otherwise); an `Origin` header must
+//! be on the allow-list (403 otherwise: the DNS-rebinding warning); request bodies are capped
+//! at `max_message_size` (413); sessions are capped (503 when full).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Frame as BodyFrame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use tokio::sync::mpsc;
+
+use crate::client::Client;
+use crate::config::Config;
+use crate::framing::Frame;
+use crate::jsonrpc::{Envelope, Kind};
+use crate::session::Session;
+use crate::tools::Tools;
+use crate::upstream::Upstream;
+
+/// How the HTTP front listens and whom it lets in.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen (loopback unless you mean otherwise).
+    pub listen: SocketAddr,
+    /// Bearer tokens accepted; empty = no authentication (only sensible on loopback).
+    pub tokens: Vec<String>,
+    /// `Origin` values accepted besides loopback ones (`http://localhost:*`, `http://127.0.0.1:*`).
+    pub allowed_origins: Vec<String>,
+    /// Sessions open at once.
+    pub max_sessions: usize,
+    /// A session unused this long (and with nothing in flight) is ended.
+    pub session_idle: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            tokens: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_sessions: 1024,
+            session_idle: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+struct Front {
+    prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    upstream: Arc<Upstream>,
+    tools: Arc<Tools>,
+    config: Arc<Config>,
+    options: HttpOptions,
+    /// Open sessions and when each was last used.
+    sessions: Mutex<HashMap<String, (Arc<Session>, tokio::time::Instant)>>,
+    /// Initializes under way: they count against `max_sessions` until answered.
+    opening: std::sync::atomic::AtomicUsize,
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn full(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    r
+}
+
+/// Serves MCP over streamable HTTP until a signal arrives; returns the address it bound.
+pub async fn serve_http(
+    config: Config,
+    upstream: steadfast_mcp::Upstream,
+    options: HttpOptions,
+    bound: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+    reload: Option<crate::Reload>,
+) -> std::io::Result<crate::Exit> {
+    let config = Arc::new(config);
+    let up = Upstream::new("upstream", upstream, config.upstream_settings());
+    let shared = crate::shared::Shared::connect(&config).await;
+    // The process's metrics recorder, unless one is installed already (a library user's).
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .ok();
+    let front = Arc::new(Front {
+        prometheus,
+        upstream: up.clone(),
+        tools: Arc::new(Tools::with_shared(config.clone(), shared)),
+        config,
+        options: options.clone(),
+        sessions: Mutex::default(),
+        opening: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let reaper = Arc::downgrade(&front);
+    let every =
+        (options.session_idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            match reaper.upgrade() {
+                Some(f) => f.reap(),
+                None => return,
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind(options.listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "serving MCP over streamable HTTP at /mcp");
+    if let Some(tx) = bound {
+        let _ = tx.send(addr);
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let exit = loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let front = front.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let front = front.clone();
+                        async move { Ok::<_, Infallible>(front.handle(req).await) }
+                    });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, svc)
+                        .await;
+                });
+            }
+            _ = term.recv() => break crate::Exit::Signal(libc::SIGTERM),
+            _ = int.recv() => break crate::Exit::Signal(libc::SIGINT),
+            _ = hup.recv() => match reload.as_ref().map(|r| r()) {
+                Some(Ok(new)) => {
+                    front.tools.reload(Arc::new(new));
+                    tracing::info!("config reloaded: policies, limits and budget in force for new calls");
+                }
+                Some(Err(errors)) => {
+                    for e in errors {
+                        tracing::error!("config not reloaded (the old one stays): {e}");
+                    }
+                }
+                None => tracing::info!("SIGHUP: no config file to reload"),
+            },
+        }
+    };
+    for (_, (s, _)) in front
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+    {
+        end(&s);
+    }
+    up.shutdown();
+    let grace = up.settings().shutdown_grace;
+    let _ = tokio::time::timeout(grace * 3 + Duration::from_secs(1), up.stopped()).await;
+    Ok(exit)
+}
+
+/// Ends a session: what it has in flight is cancelled, its event stream ends.
+fn end(s: &Session) {
+    s.cancel_all();
+    s.client.out.close();
+    if let Some(stop) = s
+        .client
+        .stream
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        stop.cancel();
+    }
+}
+
+/// Constant-time equality, so a token cannot be guessed byte by byte from timings.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn loopback_origin(origin: &str) -> bool {
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .unwrap_or("");
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+impl Front {
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        match req.uri().path() {
+            "/healthz" => return full(StatusCode::OK, "ok\n"),
+            "/readyz" => {
+                return if self.upstream.is_connected() {
+                    full(StatusCode::OK, "ready\n")
+                } else {
+                    full(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the upstream is not connected\n",
+                    )
+                };
+            }
+            "/mcp" | "/metrics" => {}
+            _ => return full(StatusCode::NOT_FOUND, "not found\n"),
+        }
+        if !self.options.tokens.is_empty() {
+            let given = req
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or("");
+            let ok = self
+                .options
+                .tokens
+                .iter()
+                .fold(false, |acc, t| acc | same(t.as_bytes(), given.as_bytes()));
+            if !ok {
+                let mut r = full(
+                    StatusCode::UNAUTHORIZED,
+                    "a valid bearer token is required\n",
+                );
+                r.headers_mut().insert(
+                    hyper::header::WWW_AUTHENTICATE,
+                    hyper::header::HeaderValue::from_static("Bearer realm=\"steadfast\""),
+                );
+                return r;
+            }
+        }
+        if req.uri().path() == "/metrics" {
+            let sessions = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len();
+            metrics::gauge!("steadfast_sessions").set(sessions as f64);
+            return match &self.prometheus {
+                Some(p) => {
+                    let mut r = full(StatusCode::OK, p.render());
+                    r.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+                    );
+                    r
+                }
+                None => full(
+                    StatusCode::NOT_FOUND,
+                    "another metrics recorder is installed\n",
+                ),
+            };
+        }
+        if let Some(origin) = req.headers().get(hyper::header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            if !loopback_origin(origin) && !self.options.allowed_origins.iter().any(|o| o == origin)
+            {
+                return full(StatusCode::FORBIDDEN, "this Origin is not allowed\n");
+            }
+        }
+        let session_id = req
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        match *req.method() {
+            hyper::Method::POST => self.post(session_id, req).await,
+            hyper::Method::GET => self.stream(session_id),
+            hyper::Method::DELETE => {
+                let gone = session_id.and_then(|id| {
+                    self.sessions
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id)
+                });
+                match gone {
+                    Some((s, _)) => {
+                        end(&s);
+                        full(StatusCode::OK, "")
+                    }
+                    None => full(StatusCode::NOT_FOUND, "no such session\n"),
+                }
+            }
+            _ => full(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE\n"),
+        }
+    }
+
+    /// The session, marked as used now.
+    fn session(&self, id: &str) -> Option<Arc<Session>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let (s, seen) = sessions.get_mut(id)?;
+        *seen = tokio::time::Instant::now();
+        Some(s.clone())
+    }
+
+    /// Ends sessions unused for `session_idle` that have nothing in flight.
+    fn reap(&self) {
+        let idle = self.options.session_idle;
+        let gone: Vec<Arc<Session>> = {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            let ids: Vec<String> = sessions
+                .iter()
+                .filter(|(_, (s, seen))| seen.elapsed() >= idle && s.in_flight() == 0)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter()
+                .filter_map(|id| sessions.remove(id))
+                .map(|(s, _)| s)
+                .collect()
+        };
+        for s in gone {
+            tracing::info!(session = %s.id, "an idle session ended");
+            end(&s);
+        }
+    }
+
+    async fn post(
+        self: &Arc<Self>,
+        session_id: Option<String>,
+        req: Request<Incoming>,
+    ) -> Response<Body> {
+        let max = self.upstream.settings().max_message_size;
+        let body = match Limited::new(req.into_body(), max).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => {
+                return full(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the message exceeds max_message_size ({max} bytes)\n"),
+                );
+            }
+        };
+        let parsed = Envelope::parse(&body).map(|(env, kind)| {
+            (
+                kind,
+                env.method.as_deref().map(str::to_owned),
+                env.id.map(|i| i.get().to_owned()),
+            )
+        });
+        let (session, new) = match (&session_id, &parsed) {
+            (Some(id), _) => match self.session(id) {
+                Some(s) => (s, false),
+                None => return full(StatusCode::NOT_FOUND, "no such session: initialize again\n"),
+            },
+            (None, Ok((Kind::Request, Some(m), _))) if m == "initialize" => {
+                {
+                    // The check and the reservation under one lock: concurrent initializes
+                    // cannot all pass it.
+                    let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+                    let opening = self.opening.load(std::sync::atomic::Ordering::Relaxed);
+                    if sessions.len() + opening >= self.options.max_sessions {
+                        return full(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n");
+                    }
+                    self.opening
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                let id = format!("{:032x}", random_u128());
+                let limits = self.config.limits;
+                let client = Client::new(limits.max_queued_notifications);
+                let s = Session::with_id(
+                    id,
+                    client,
+                    self.upstream.clone(),
+                    self.tools.clone(),
+                    limits,
+                );
+                (s, true)
+            }
+            (None, _) => {
+                return full(
+                    StatusCode::BAD_REQUEST,
+                    "no Mcp-Session-Id: send initialize first\n",
+                );
+            }
+        };
+        // Released however this request ends (answered, timed out, or the client gone).
+        struct Opening<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Opening<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let _opening = new.then(|| Opening(&self.opening));
+        let waiting = match &parsed {
+            Ok((Kind::Request, _, Some(id))) => {
+                Some((id.clone(), session.client.await_response(id)))
+            }
+            _ => None,
+        };
+        session.on_frame(crate::framing::one_line(Frame::Line(
+            bytes::BytesMut::from(&body[..]),
+        )));
+        let Some((id, rx)) = waiting else {
+            return full(StatusCode::ACCEPTED, "");
+        };
+        // If the client goes away (hyper drops this future), nobody waits any more.
+        struct Forget<'a>(&'a Client, &'a str);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.forget_response(self.1);
+            }
+        }
+        let _forget = Forget(&session.client, &id);
+        // A tool call is bounded by its own policy; this only keeps a lost answer from
+        // holding the connection for ever.
+        let answer = tokio::time::timeout(Duration::from_secs(600), rx).await;
+        let Ok(Ok(line)) = answer else {
+            session.client.forget_response(&id);
+            return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
+        };
+        // A session whose initialize failed is not kept: it would hold a slot for nothing.
+        let failed = serde_json::from_slice::<serde_json::Value>(&line)
+            .ok()
+            .is_some_and(|v| v.get("error").is_some());
+        let mut r = full(StatusCode::OK, line);
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        if new && !failed {
+            if let Ok(v) = hyper::header::HeaderValue::from_str(&session.id) {
+                r.headers_mut().insert("mcp-session-id", v);
+            }
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    session.id.clone(),
+                    (session.clone(), tokio::time::Instant::now()),
+                );
+        }
+        r
+    }
+
+    /// The session's own stream: every message queued for it, as server-sent events.
+    fn stream(&self, session_id: Option<String>) -> Response<Body> {
+        let Some(session) = session_id.and_then(|id| self.session(&id)) else {
+            return full(StatusCode::NOT_FOUND, "no such session\n");
+        };
+        // One message in the channel at a time: when the client goes away, what could not be
+        // delivered goes back to the queue for its next stream, not into a dead buffer.
+        let (tx, rx) = mpsc::channel::<Bytes>(1);
+        let out = session.client.out.clone();
+        let stop = tokio_util::sync::CancellationToken::new();
+        // A new stream replaces the old one (a reconnecting client).
+        let previous = session
+            .client
+            .stream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(stop.clone());
+        if let Some(p) = previous {
+            p.cancel();
+        }
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    m = out.next_message() => m,
+                    _ = stop.cancelled() => None,
+                };
+                let Some((line, notification)) = next else {
+                    break;
+                };
+                let mut event = Vec::with_capacity(line.len() + 24);
+                event.extend_from_slice(b"event: message\ndata: ");
+                event.extend_from_slice(line.strip_suffix(b"\n").unwrap_or(&line));
+                event.extend_from_slice(b"\n\n");
+                let delivered = tokio::select! {
+                    r = tx.send(Bytes::from(event)) => r.is_ok(),
+                    _ = stop.cancelled() => false,
+                };
+                if !delivered {
+                    out.unpop(line, notification);
+                    break;
+                }
+            }
+        });
+        let mut r = Response::new(BodyExt::boxed(SseBody(rx)));
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/event-stream"),
+        );
+        r
+    }
+}
+
+struct SseBody(mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for SseBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<BodyFrame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(BodyFrame::data(b))))
+    }
+}
+
+fn random_u128() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = 0u128;
+    for _ in 0..2 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        out = (out << 64) | u128::from(h.finish());
+    }
+    out
+}

@@ -1,0 +1,46 @@
+//! The Steadfast MCP proxy as a library: a JSON-RPC relay with resilient `tools/call`.
+//!
+//! The proxy sits between an MCP client and an upstream MCP server. It relays every message
+//! as it is — field for field, whatever protocol revision either side speaks — and acts on
+//! only a few: `tools/call` runs through Steadfast's retry engine (breakers, budgets,
+//! replay safety from tool annotations, sanitized LLM errors), `tools/list` learns those
+//! annotations (and lists the health tool), and cancellation and progress are routed across
+//! the renumbering that lets a request survive an upstream restart.
+//!
+//! Everything a peer can make it hold is bounded: message size, requests in flight,
+//! notifications queued toward a slow client, requests from the server awaiting the client,
+//! and every wait (handshake, forwarded requests, attempts, reconnection).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use steadfast_gateway::{Config, Exit, serve_stdio};
+//! let upstream = steadfast_mcp::Upstream::command("python3", ["server.py"]);
+//! let exit: Exit = serve_stdio(Config::default(), upstream).await?;
+//! std::process::exit(exit.code());
+//! # }
+//! ```
+
+pub mod client;
+pub mod config;
+pub mod framing;
+pub mod health;
+#[cfg(feature = "http")]
+pub mod http_front;
+pub mod jsonrpc;
+pub mod limits;
+mod memory;
+pub mod outbound;
+pub mod sanitize;
+pub mod session;
+pub mod shared;
+mod stdio_front;
+pub mod tool_call;
+pub mod tools;
+pub mod upstream;
+
+pub use config::{Config, ConfigError};
+#[cfg(feature = "http")]
+pub use http_front::{HttpOptions, serve_http};
+pub use limits::Limits;
+pub use stdio_front::{Exit, Reload, serve_stdio, serve_stdio_with};
+pub use upstream::{DEPTH_VAR, MAX_DEPTH};

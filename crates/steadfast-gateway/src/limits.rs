@@ -1,0 +1,19 @@
+//! Bounds on what one client can make the proxy hold.
+
+/// Per-session bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Requests in flight at once; more are answered with an error at once.
+    pub max_in_flight: usize,
+    /// Notifications queued toward a client that reads slowly; more are dropped and counted.
+    pub max_queued_notifications: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 256,
+            max_queued_notifications: 1024,
+        }
+    }
+}

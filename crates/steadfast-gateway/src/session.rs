@@ -1,0 +1,554 @@
+//! One client session: every message the client sends, routed.
+//!
+//! Only `initialize`, `ping`, `tools/list`, `tools/call` and cancellation are acted on; every
+//! other request and notification is relayed as it is, so methods the proxy does not know
+//! (tasks, subscriptions, completions, vendor methods) keep working. Every request the client
+//! sends is answered: by the server, by the proxy's own error when the server cannot answer in
+//! time, or with a JSON-RPC error naming what was wrong with it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Client;
+use crate::framing::Frame;
+use crate::jsonrpc::{self, Envelope, Kind, Malformed, code};
+use crate::limits::Limits;
+use crate::tools::Tools;
+use crate::upstream::{Params, Reply, Upstream};
+
+/// A client session over one upstream.
+pub struct Session {
+    /// This session's id (call limits count per session).
+    pub id: String,
+    /// The client's side.
+    pub client: Arc<Client>,
+    /// The upstream.
+    pub upstream: Arc<Upstream>,
+    /// Per-tool state.
+    pub tools: Arc<Tools>,
+    /// Bounds.
+    pub limits: Limits,
+    /// Requests in flight by client id: a serial (so a finished task never removes a newer
+    /// request that reused its id) and the request's cancellation.
+    in_flight: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    serial: std::sync::atomic::AtomicU64,
+    warned_garbage: AtomicBool,
+    warned_unlisted: AtomicBool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").finish_non_exhaustive()
+    }
+}
+
+/// Removes a request from the in-flight table however its task ends.
+struct Registered {
+    session: Arc<Session>,
+    id: String,
+    serial: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut map = self
+            .session
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if map
+            .get(&self.id)
+            .is_some_and(|(serial, _)| *serial == self.serial)
+        {
+            map.remove(&self.id);
+            metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
+        }
+        if map.is_empty() && map.capacity() > 64 {
+            // A burst is over: give its memory back rather than keep the high-water mark.
+            map.shrink_to_fit();
+            drop(map);
+            crate::memory::release();
+        }
+    }
+}
+
+impl Session {
+    /// A session for `client` over `upstream`.
+    pub fn new(
+        client: Arc<Client>,
+        upstream: Arc<Upstream>,
+        tools: Arc<Tools>,
+        limits: Limits,
+    ) -> Arc<Self> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Self::with_id(
+            format!("stdio-{}-{nanos:x}", std::process::id()),
+            client,
+            upstream,
+            tools,
+            limits,
+        )
+    }
+
+    /// A session with a given id (the HTTP front's `Mcp-Session-Id`).
+    pub fn with_id(
+        id: String,
+        client: Arc<Client>,
+        upstream: Arc<Upstream>,
+        tools: Arc<Tools>,
+        limits: Limits,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            id,
+            client,
+            upstream,
+            tools,
+            limits,
+            in_flight: Mutex::default(),
+            serial: std::sync::atomic::AtomicU64::new(0),
+            warned_garbage: AtomicBool::new(false),
+            warned_unlisted: AtomicBool::new(false),
+        })
+    }
+
+    /// An error answer a peer can provoke at will (capped on the queue; see `respond_capped`).
+    fn refuse(&self, id: &str, code: i64, message: &str) {
+        self.client
+            .respond_capped(id, jsonrpc::error_response(id, code, message));
+    }
+
+    fn reply_error(&self, id: &str, code: i64, message: &str) {
+        self.client
+            .respond(id, jsonrpc::error_response(id, code, message));
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Cancels every request in flight (the client went away): their upstream requests are
+    /// cancelled as their tasks drop them.
+    pub fn cancel_all(&self) {
+        let drained: Vec<CancellationToken> = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, (_, ct))| ct)
+            .collect();
+        metrics::gauge!("steadfast_requests_in_flight").decrement(drained.len() as f64);
+        for ct in drained {
+            ct.cancel();
+        }
+    }
+
+    /// Handles one frame from the client.
+    pub fn on_frame(self: &Arc<Self>, frame: Frame) {
+        match frame {
+            Frame::Line(line) => self.on_line(&line),
+            Frame::TooLarge { head, len, .. } => {
+                tracing::warn!(
+                    bytes = len,
+                    "a message from the client exceeds max_message_size"
+                );
+                if let Some(id) = jsonrpc::scan_id(&head) {
+                    self.refuse(
+                        &id,
+                        code::TOO_LARGE,
+                        &format!(
+                            "the message ({len} bytes) exceeds max_message_size ({} bytes)",
+                            self.upstream.settings().max_message_size
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn on_line(self: &Arc<Self>, line: &[u8]) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let (env, kind) = match Envelope::parse(line) {
+            Ok(x) => x,
+            Err(Malformed::NotJson) => {
+                if !self.warned_garbage.swap(true, Ordering::Relaxed) {
+                    tracing::debug!("ignored a line from the client that is not JSON-RPC");
+                }
+                return;
+            }
+            Err(Malformed::Invalid {
+                id: Some(id),
+                code,
+                message,
+            }) => return self.refuse(&id, code, &message),
+            Err(Malformed::Invalid {
+                id: None, message, ..
+            }) => {
+                tracing::debug!(%message, "ignored an invalid message without an id");
+                return;
+            }
+            Err(Malformed::Batch(ids)) => {
+                for id in ids {
+                    self.refuse(
+                        &id,
+                        code::INVALID_REQUEST,
+                        "invalid request: JSON-RPC batches are not part of MCP (since 2025-06-18)",
+                    );
+                }
+                return;
+            }
+        };
+        match kind {
+            Kind::Request => self.on_request(&env),
+            Kind::Notification => self.on_notification(&env, line),
+            Kind::Response => {
+                if let Some(id) = env.id {
+                    self.client.answer_server(id.get(), env.result, env.error);
+                }
+            }
+        }
+    }
+
+    fn register(self: &Arc<Self>, id: &str) -> Option<(CancellationToken, Registered)> {
+        let mut map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= self.limits.max_in_flight {
+            drop(map);
+            self.refuse(
+                id,
+                code::OVERLOADED,
+                &format!(
+                    "too many requests in flight (max_in_flight = {}); retry after some complete",
+                    self.limits.max_in_flight
+                ),
+            );
+            return None;
+        }
+        if map.contains_key(id) {
+            drop(map);
+            self.refuse(
+                id,
+                code::INVALID_REQUEST,
+                "invalid request: a request with this id is already in flight",
+            );
+            return None;
+        }
+        let ct = CancellationToken::new();
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        map.insert(id.to_owned(), (serial, ct.clone()));
+        metrics::gauge!("steadfast_requests_in_flight").increment(1.0);
+        Some((
+            ct,
+            Registered {
+                session: self.clone(),
+                id: id.to_owned(),
+                serial,
+            },
+        ))
+    }
+
+    fn on_request(self: &Arc<Self>, env: &Envelope<'_>) {
+        let id = env.id.map(RawValue::get).unwrap_or("null");
+        let method = env.method.as_deref().unwrap_or_default();
+        match method {
+            "ping" => self
+                .client
+                .respond_capped(id, jsonrpc::result_response(id, "{}")),
+            "initialize" => {
+                let Some((_, reg)) = self.register(id) else {
+                    return;
+                };
+                let params = env.params.map_or("{}", RawValue::get).to_owned();
+                let me = self.clone();
+                let id = id.to_owned();
+                tokio::spawn(async move {
+                    let _reg = reg;
+                    me.initialize(&id, &params).await;
+                });
+            }
+            _ if !self.upstream.is_started() => self.refuse(
+                id,
+                code::INVALID_REQUEST,
+                "the session is not initialized: send initialize first",
+            ),
+            "tools/call" => {
+                let Some((ct, reg)) = self.register(id) else {
+                    return;
+                };
+                let params: Value = match env.params.map(|p| serde_json::from_str(p.get())) {
+                    Some(Ok(v @ Value::Object(_)))
+                        if v.get("name").is_some_and(Value::is_string) =>
+                    {
+                        v
+                    }
+                    Some(Err(e)) => {
+                        drop(reg);
+                        return self.refuse(
+                            id,
+                            code::INVALID_PARAMS,
+                            &format!("invalid params: {e}"),
+                        );
+                    }
+                    _ => {
+                        drop(reg);
+                        return self.refuse(
+                            id,
+                            code::INVALID_PARAMS,
+                            "invalid params: tools/call needs params with a tool name (a string)",
+                        );
+                    }
+                };
+                let me = self.clone();
+                let id = id.to_owned();
+                tokio::spawn(async move {
+                    let _reg = reg;
+                    if let Some(line) = crate::tool_call::run(&me, &id, params, &ct).await {
+                        me.client.respond(&id, line);
+                    }
+                });
+            }
+            _ => {
+                let Some((ct, reg)) = self.register(id) else {
+                    return;
+                };
+                let me = self.clone();
+                let id = id.to_owned();
+                let method = method.to_owned();
+                let params = env.params.map(|p| p.get().to_owned());
+                tokio::spawn(async move {
+                    let _reg = reg;
+                    tokio::select! {
+                        line = me.forward(&id, &method, params.as_deref()) => me.client.respond(&id, line),
+                        // A cancelled request is not answered (MCP); dropping the forward
+                        // cancels it upstream.
+                        _ = ct.cancelled() => {}
+                    }
+                });
+            }
+        }
+    }
+
+    async fn initialize(self: &Arc<Self>, id: &str, params: &str) {
+        self.upstream.start(params, self.client.clone());
+        let bound = self.upstream.settings().init_timeout;
+        match self.upstream.wait_connected(bound).await {
+            Ok(()) => {
+                let config = self.tools.config();
+                if let Some(h) = config
+                    .health_tool
+                    .as_deref()
+                    .filter(|h| self.upstream.lists(h))
+                {
+                    return self.reply_error(
+                        id,
+                        code::INVALID_REQUEST,
+                        &format!(
+                            "[proxy] health_tool = \"{h}\" is also the name of one of the \
+                             upstream's tools; rename the health tool"
+                        ),
+                    );
+                }
+                // Breakers exist from the start for every listed tool, so a shared one hears
+                // of an outage another replica saw before this one calls the tool.
+                for name in self.upstream.listed_names() {
+                    self.tools.entry(&name, true);
+                }
+                if !self.warned_unlisted.swap(true, Ordering::Relaxed) {
+                    for name in config.exact_tool_names() {
+                        if !self.upstream.lists(name) {
+                            tracing::warn!(
+                                tool = name,
+                                "the config sets a policy for a tool the upstream does not list"
+                            );
+                        }
+                    }
+                }
+                let result = self
+                    .upstream
+                    .init_result()
+                    .unwrap_or_else(|| "{}".to_owned());
+                let result = self.adjust_init_result(result);
+                self.client
+                    .respond(id, jsonrpc::result_response(id, &result));
+            }
+            Err(why) => self.reply_error(
+                id,
+                code::UPSTREAM_UNAVAILABLE,
+                &format!(
+                    "the upstream server ({}) did not complete its handshake within {:?}: {}",
+                    self.upstream.describe(),
+                    bound,
+                    steadfast::sanitize(&why)
+                ),
+            ),
+        }
+    }
+
+    /// The server's own `initialize` result, with the tools capability added when only the
+    /// health tool provides tools.
+    fn adjust_init_result(&self, result: String) -> String {
+        if self.tools.config().health_tool.is_none() || result.contains("\"tools\"") {
+            return result;
+        }
+        match serde_json::from_str::<Value>(&result) {
+            Ok(mut v) => {
+                if let Some(caps) = v.get_mut("capabilities").and_then(Value::as_object_mut) {
+                    caps.entry("tools")
+                        .or_insert_with(|| Value::Object(Default::default()));
+                }
+                v.to_string()
+            }
+            Err(_) => result,
+        }
+    }
+
+    /// Forwards a request and returns the line that answers it.
+    async fn forward(self: &Arc<Self>, id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
+        let link = match self.upstream.link().await {
+            Ok(l) => l,
+            Err(why) => {
+                return jsonrpc::error_response(
+                    id,
+                    code::UPSTREAM_UNAVAILABLE,
+                    &steadfast::sanitize(&why),
+                );
+            }
+        };
+        let route = params
+            .filter(|p| p.contains("\"progressToken\""))
+            .and_then(progress_token)
+            .map(|token| crate::upstream::ProgressRoute {
+                client: self.client.clone(),
+                token: token.into(),
+                high: Arc::default(),
+                activity: Arc::default(),
+            });
+        let (guard, rx) = self
+            .upstream
+            .call(&link, method, params.map(Params::Raw), route);
+        let bound = self.upstream.settings().request_timeout;
+        let reply = match tokio::time::timeout(bound, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Reply::Lost("the upstream request was dropped".to_owned()),
+            Err(_) => {
+                drop(guard);
+                return jsonrpc::error_response(
+                    id,
+                    code::UPSTREAM_TIMEOUT,
+                    &format!("the upstream did not answer {method} within {bound:?}"),
+                );
+            }
+        };
+        guard.finish();
+        match reply {
+            Reply::Result(r) if method == "tools/list" => {
+                jsonrpc::result_response(id, &self.tools_list(&r, params))
+            }
+            Reply::Result(r) => jsonrpc::result_response(id, &r),
+            Reply::Error(e) => jsonrpc::raw_error_response(id, &sanitize_error_object(&e)),
+            Reply::TooLarge(len) => jsonrpc::error_response(
+                id,
+                code::TOO_LARGE,
+                &format!(
+                    "the upstream's reply ({len} bytes) exceeds max_message_size ({} bytes)",
+                    self.upstream.settings().max_message_size
+                ),
+            ),
+            Reply::NotSent(why) | Reply::Lost(why) => {
+                jsonrpc::error_response(id, code::UPSTREAM_UNAVAILABLE, &steadfast::sanitize(&why))
+            }
+            Reply::Http(status, body) => jsonrpc::error_response(
+                id,
+                code::INTERNAL_ERROR,
+                &steadfast::sanitize(&format!("the upstream answered HTTP {status}: {body}")),
+            ),
+        }
+    }
+
+    /// A `tools/list` page: hints learned, the health tool appended to the last page.
+    fn tools_list(&self, result: &str, params: Option<&str>) -> String {
+        let Ok(mut v) = serde_json::from_str::<Value>(result) else {
+            return result.to_owned();
+        };
+        let first_page = params
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .is_none_or(|p| p.get("cursor").is_none());
+        self.upstream.learn_tools(&v, first_page);
+        let last_page = v.get("nextCursor").is_none_or(Value::is_null);
+        match (last_page, crate::health::tool(&self.tools.config())) {
+            (true, Some(health)) => {
+                if let Some(tools) = v.get_mut("tools").and_then(Value::as_array_mut) {
+                    tools.push(health);
+                }
+                v.to_string()
+            }
+            _ => result.to_owned(),
+        }
+    }
+
+    fn on_notification(self: &Arc<Self>, env: &Envelope<'_>, line: &[u8]) {
+        match env.method.as_deref().unwrap_or_default() {
+            "notifications/cancelled" => {
+                let Some(params) = env.params else { return };
+                let Ok(v) = serde_json::from_str::<Value>(params.get()) else {
+                    return;
+                };
+                let Some(id) = v.get("requestId") else { return };
+                let id = id.to_string();
+                let ct = self
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+                if let Some((_, ct)) = ct {
+                    metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
+                    ct.cancel();
+                }
+                // A cancelled request is not answered: a front waiting for it stops waiting.
+                self.client.forget_response(&id);
+            }
+            // The proxy completed the server's handshake itself.
+            "notifications/initialized" => {}
+            _ => {
+                if self.upstream.is_started() {
+                    let mut line = line.to_vec();
+                    line.push(b'\n');
+                    self.upstream.notify(line);
+                }
+            }
+        }
+    }
+}
+
+/// The raw progress token in a request's params, if it asks for progress.
+pub(crate) fn progress_token(params: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(params).ok()?;
+    v.pointer("/_meta/progressToken").map(Value::to_string)
+}
+
+/// A relayed JSON-RPC error object with its message and data sanitized, keeping its shape.
+pub(crate) fn sanitize_error_object(raw: &str) -> String {
+    let Ok(mut v) = serde_json::from_str::<Value>(raw) else {
+        return raw.to_owned();
+    };
+    if let Some(m) = v.get("message").and_then(Value::as_str) {
+        if let std::borrow::Cow::Owned(clean) = steadfast::sanitize(m) {
+            v["message"] = Value::String(clean);
+        }
+    }
+    if let Some(data) = v.get_mut("data") {
+        crate::sanitize::sanitize_value(data);
+    }
+    v.to_string()
+}

@@ -1,0 +1,218 @@
+//! `tools/call` through the retry engine, over raw JSON.
+//!
+//! Each attempt is a fresh upstream request (new id, new progress token) on whatever
+//! connection is live; its idle timeout starts again on every progress message; a dropped
+//! attempt cancels its upstream request. What counts as a failure, what may be replayed and
+//! what the model is told are steadfast-mcp's (`ToolCall::run_judged`), the same code the rmcp
+//! middleware runs. The result itself is relayed as the server wrote it.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ErrorData};
+use serde_json::Value;
+use steadfast_mcp::{CallFailure, ToolCall, llm_error_result};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc;
+use crate::session::Session;
+use crate::upstream::{Params, ProgressRoute, Reply};
+
+/// A raw result and whether it says `isError: true`.
+struct Answer {
+    raw: String,
+    is_error: bool,
+}
+
+/// Runs one `tools/call`; the line answering it, or `None` if the client cancelled it.
+pub async fn run(
+    session: &Arc<Session>,
+    id: &str,
+    params: Value,
+    cancel: &CancellationToken,
+) -> Option<Vec<u8>> {
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let config = session.tools.config();
+    if config.health_tool.as_deref() == Some(name.as_str()) {
+        let r = crate::health::result(session);
+        return Some(jsonrpc::result_response(id, &r.to_string()));
+    }
+    let listed = session.upstream.lists(&name);
+    let started = Instant::now();
+    let entry = session.tools.entry(&name, listed);
+    let policy = &entry.settings.policy;
+    let (read_only, idempotent) = session.upstream.hints(&name);
+    let replay = policy.retry_ambiguous.unwrap_or(read_only || idempotent);
+    let idle = policy.idle_timeout();
+    let max = policy.attempt_max;
+    let mode = policy.retry_on_is_error;
+    let max_size = session.upstream.settings().max_message_size;
+    let route = params
+        .pointer("/_meta/progressToken")
+        .map(|t| ProgressRoute {
+            client: session.client.clone(),
+            token: t.to_string().into(),
+            high: Arc::default(),
+            activity: Arc::default(),
+        });
+    let params = &params;
+    let keys = steadfast::CallKeys::new()
+        .session(session.id.clone())
+        .tool(name.clone())
+        .upstream(session.upstream.name.clone());
+    let keys = &keys;
+    let limit = session.tools.call_limit();
+    let limit = limit.as_deref();
+    let outcome = ToolCall::new(&name, policy)
+        .replays_ambiguous(replay)
+        .breaker(entry.breaker.clone())
+        .budget(session.tools.budget())
+        .metrics(listed.then(|| session.tools.metrics.tool(&name)))
+        .run_judged(
+            cancel,
+            |_| {
+                let route = route.clone();
+                async move {
+                    // Every attempt sent counts: a retry is a call.
+                    if let Some(limit) = limit {
+                        limit.acquire(keys).await.map_err(CallFailure::Limited)?;
+                    }
+                    let link = session
+                        .upstream
+                        .link()
+                        .await
+                        .map_err(CallFailure::NotSent)?;
+                    let activity = route.as_ref().map(|r| r.activity.clone());
+                    let (guard, mut rx) =
+                        session
+                            .upstream
+                            .call(&link, "tools/call", Some(Params::Value(params)), route);
+                    let started = Instant::now();
+                    let mut idle_deadline = idle.map(|d| started + d);
+                    let hard_deadline = max.map(|d| started + d);
+                    let reply = loop {
+                        let progressed = async {
+                            match &activity {
+                                Some(a) => a.notified().await,
+                                None => std::future::pending().await,
+                            }
+                        };
+                        tokio::select! {
+                            r = &mut rx => break r.unwrap_or(Reply::Lost("the request was dropped".to_owned())),
+                            _ = progressed => {
+                                idle_deadline = idle.map(|d| Instant::now() + d);
+                            }
+                            _ = sleep_until(idle_deadline) => {
+                                return Err(timed_out(idle));
+                            }
+                            _ = sleep_until(hard_deadline) => {
+                                return Err(timed_out(max));
+                            }
+                        }
+                    };
+                    guard.finish();
+                    into_answer(reply, max_size)
+                }
+            },
+            move |answer: Answer| {
+                if !answer.is_error {
+                    return Ok(answer);
+                }
+                let Ok(result) = serde_json::from_str::<CallToolResult>(&answer.raw) else {
+                    return Ok(answer);
+                };
+                match mode.judge(&result) {
+                    Some(class) => Err(CallFailure::Tool(Box::new(result), class)),
+                    None => Ok(answer),
+                }
+            },
+        )
+        .await;
+    // Labelled by name only for tools the upstream lists: made-up names cannot grow the
+    // metric's label set.
+    let label = if listed {
+        name.clone()
+    } else {
+        "unlisted".to_owned()
+    };
+    metrics::histogram!("steadfast_tool_call_duration_seconds", "tool" => label)
+        .record(started.elapsed().as_secs_f64());
+    if cancel.is_cancelled() {
+        return None;
+    }
+    let result = match outcome {
+        Ok(a) if a.is_error => crate::sanitize::sanitize_error_result(&a.raw),
+        Ok(a) => a.raw,
+        Err(llm)
+            if llm.code == steadfast::LlmErrorCode::ToolCallLimit
+                && config.call_limits.on_limit == crate::config::OnLimit::JsonrpcError =>
+        {
+            return Some(jsonrpc::error_response(
+                id,
+                jsonrpc::code::CALL_LIMIT,
+                &llm.message,
+            ));
+        }
+        Err(llm) => {
+            // rmcp writes the 2026 `resultType`; a relay adds nothing the server's own
+            // results would not have.
+            let mut v = serde_json::to_value(llm_error_result(&llm)).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("resultType");
+            }
+            v.to_string()
+        }
+    };
+    Some(jsonrpc::result_response(id, &result))
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn timed_out(after: Option<std::time::Duration>) -> CallFailure {
+    CallFailure::Lost(rmcp::ServiceError::Timeout {
+        timeout: after.unwrap_or_default(),
+    })
+}
+
+fn into_answer(reply: Reply, max_size: usize) -> Result<Answer, CallFailure> {
+    match reply {
+        Reply::Result(raw) => {
+            let is_error = memchr::memmem::find(raw.as_bytes(), b"\"isError\"").is_some()
+                && serde_json::from_str::<Value>(&raw)
+                    .ok()
+                    .and_then(|v| v.get("isError").and_then(Value::as_bool))
+                    .unwrap_or(false);
+            Ok(Answer { raw, is_error })
+        }
+        Reply::Error(raw) => {
+            let data: ErrorData = serde_json::from_str(&raw).unwrap_or_else(|_| {
+                ErrorData::internal_error("the upstream sent an unreadable error", None)
+            });
+            Err(CallFailure::Rpc(data))
+        }
+        Reply::NotSent(why) => Err(CallFailure::NotSent(why)),
+        Reply::Lost(_) => Err(CallFailure::Lost(rmcp::ServiceError::TransportClosed)),
+        Reply::TooLarge(len) => Err(CallFailure::Rpc(ErrorData::invalid_request(
+            format!(
+                "the tool's reply ({len} bytes) exceeds max_message_size ({max_size} bytes); it cannot be relayed"
+            ),
+            None,
+        ))),
+        Reply::Http(status, body) => Err(CallFailure::Rpc(ErrorData::internal_error(
+            format!(
+                "HTTP {status}: {}",
+                body.chars().take(300).collect::<String>()
+            ),
+            None,
+        ))),
+    }
+}

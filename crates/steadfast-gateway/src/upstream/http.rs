@@ -1,0 +1,407 @@
+//! A streamable-HTTP upstream: each message is a POST; its answer comes back as JSON or as an
+//! SSE stream; server-initiated messages arrive on a GET stream.
+//!
+//! A server that restarted no longer knows our session: it answers 404 (the spec, and the
+//! Python SDK) or 400 naming the session (the TypeScript SDK). Either ends this connection as
+//! "session expired", the supervisor opens a new session with the client's own `initialize`,
+//! and the request that hit the dead session counts as not sent — the server refused it
+//! before running it — so even a non-idempotent call may be retried. A refused connection is
+//! an outage, ridden out like a crashed child: the supervisor reconnects with backoff and
+//! calls wait `reconnect_wait` for it.
+
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use super::link::{Link, Transport};
+use super::{Reply, Upstream};
+use crate::framing::Frame;
+
+const SESSION: &str = "mcp-session-id";
+const PROTOCOL: &str = "mcp-protocol-version";
+const KEEP: usize = 64 * 1024;
+
+/// One HTTP session with the server.
+pub struct Session {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    session_id: RwLock<Option<String>>,
+    protocol: RwLock<Option<String>>,
+    up: Weak<Upstream>,
+    link: OnceLock<Weak<Link>>,
+    close_reason: Mutex<Option<String>>,
+    max: usize,
+    in_flight: Arc<tokio::sync::Semaphore>,
+}
+
+/// Opens a connection object (nothing is sent until the handshake).
+pub(super) fn open(up: &Arc<Upstream>, generation: u64) -> Result<Arc<Link>, String> {
+    let steadfast_mcp::Upstream::Http { url, headers } = &up.spec else {
+        return Err("not an HTTP upstream".to_owned());
+    };
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("upstream header `{k}` is not a valid header name"))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|_| format!("upstream header `{k}` has a value that is not valid"))?;
+        map.insert(name, value);
+    }
+    #[cfg(feature = "https")]
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let session = Arc::new(Session {
+        client,
+        url: url.clone(),
+        headers: map,
+        session_id: RwLock::new(None),
+        protocol: RwLock::new(None),
+        up: Arc::downgrade(up),
+        link: OnceLock::new(),
+        close_reason: Mutex::new(None),
+        max: up.settings.max_message_size,
+        in_flight: Arc::new(tokio::sync::Semaphore::new(up.settings.max_queue)),
+    });
+    let link = Link::new(generation, Transport::Http(session.clone()));
+    let _ = session.link.set(Arc::downgrade(&link));
+    Ok(link)
+}
+
+fn session_of(link: &Link) -> Option<&Arc<Session>> {
+    match &link.transport {
+        Transport::Http(s) => Some(s),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
+/// After the handshake: remember the protocol version and open the server's GET stream.
+pub(super) fn initialized(link: &Arc<Link>, result: &str) {
+    let Some(s) = session_of(link) else { return };
+    if let Ok(v) = serde_json::from_str::<Value>(result) {
+        if let Some(p) = v.get("protocolVersion").and_then(Value::as_str) {
+            *s.protocol.write().unwrap_or_else(|e| e.into_inner()) = Some(p.to_owned());
+        }
+    }
+    tokio::spawn(s.clone().listen());
+}
+
+/// Why the connection ended.
+pub(super) fn close_reason(link: &Link) -> String {
+    session_of(link)
+        .and_then(|s| {
+            s.close_reason
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        })
+        .unwrap_or_else(|| "the HTTP connection ended".to_owned())
+}
+
+/// Ends the session (DELETE, best effort, within `grace`).
+pub(super) async fn terminate(link: &Arc<Link>, grace: Duration) {
+    link.close();
+    let Some(s) = session_of(link) else { return };
+    let id = s
+        .session_id
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    if let Some(id) = id {
+        let req = s
+            .client
+            .delete(&s.url)
+            .headers(s.headers.clone())
+            .header(SESSION, id);
+        let _ = tokio::time::timeout(grace, req.send()).await;
+    }
+}
+
+impl Session {
+    fn link(&self) -> Option<Arc<Link>> {
+        self.link.get().and_then(Weak::upgrade)
+    }
+
+    fn close(&self, why: String) {
+        if let Some(link) = self.link() {
+            let mut reason = self.close_reason.lock().unwrap_or_else(|e| e.into_inner());
+            if reason.is_none() {
+                *reason = Some(why);
+            }
+            drop(reason);
+            link.close();
+        }
+    }
+
+    fn settle(&self, request: Option<u64>, reply: Reply) {
+        if let (Some(id), Some(up)) = (request, self.up.upgrade()) {
+            up.settle(id, reply);
+        }
+    }
+
+    fn dispatch(&self, frame: Frame) {
+        if let (Some(up), Some(link)) = (self.up.upgrade(), self.link()) {
+            up.on_frame(&link, crate::framing::one_line(frame));
+        }
+    }
+
+    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+        let mut req = self
+            .client
+            .request(method, &self.url)
+            .headers(self.headers.clone());
+        if let Some(id) = &*self.session_id.read().unwrap_or_else(|e| e.into_inner()) {
+            req = req.header(SESSION, id);
+        }
+        if let Some(p) = &*self.protocol.read().unwrap_or_else(|e| e.into_inner()) {
+            req = req.header(PROTOCOL, p);
+        }
+        req
+    }
+
+    /// Sends one message; its answer is dispatched when it arrives.
+    /// At most `max_queue` requests are in flight toward the server (the HTTP counterpart of
+    /// a stdio child's bounded input queue); each ends when the connection does.
+    pub(super) fn post(
+        self: &Arc<Self>,
+        line: Vec<u8>,
+        request: Option<u64>,
+    ) -> Result<(), String> {
+        let permit = self
+            .in_flight
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| "too many requests in flight toward the upstream".to_owned())?;
+        let me = self.clone();
+        let Some(link) = self.link() else {
+            return Err("the upstream connection is closed".to_owned());
+        };
+        tokio::spawn(async move {
+            let _permit = permit;
+            tokio::select! {
+                _ = me.post_inner(line, request) => {}
+                _ = link.closed() => {}
+            }
+        });
+        Ok(())
+    }
+
+    async fn post_inner(&self, line: Vec<u8>, request: Option<u64>) {
+        let had_session = self
+            .session_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        let sent = self
+            .request(reqwest::Method::POST)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(line)
+            .send()
+            .await;
+        let mut resp = match sent {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => {
+                let why = format!(
+                    "cannot reach the upstream: {}",
+                    steadfast::sanitize(&e.to_string())
+                );
+                self.settle(request, Reply::NotSent(why.clone()));
+                self.close(why);
+                return;
+            }
+            Err(e) => {
+                let why = steadfast::sanitize(&e.to_string()).into_owned();
+                self.settle(request, Reply::Lost(why));
+                return;
+            }
+        };
+        if let Some(id) = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()) {
+            let mut current = self.session_id.write().unwrap_or_else(|e| e.into_inner());
+            if current.is_none() {
+                *current = Some(id.to_owned());
+            }
+        }
+        let status = resp.status();
+        if had_session && (status.as_u16() == 404 || status.as_u16() == 400) {
+            let body = read_capped(&mut resp, 4096).await.unwrap_or_default();
+            let body = String::from_utf8_lossy(&body).to_lowercase();
+            if status.as_u16() == 404 || body.contains("session") {
+                let why = format!("the upstream session expired (HTTP {})", status.as_u16());
+                self.settle(request, Reply::NotSent(why.clone()));
+                self.close(why);
+                return;
+            }
+            self.settle(request, Reply::Http(status.as_u16(), body));
+            return;
+        }
+        if status.as_u16() == 202 || status.as_u16() == 204 {
+            return;
+        }
+        if !status.is_success() {
+            let body = read_capped(&mut resp, 4096).await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&body).into_owned();
+            // A JSON-RPC error in the body is the answer itself.
+            if let Some(id) = request {
+                if let Ok(v) = serde_json::from_slice::<Value>(&body) {
+                    if v.get("error").is_some() && v.get("id").and_then(Value::as_u64) == Some(id) {
+                        self.dispatch(Frame::Line(body[..].into()));
+                        return;
+                    }
+                }
+            }
+            self.settle(request, Reply::Http(status.as_u16(), text));
+            return;
+        }
+        let sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if sse {
+            self.read_events(&mut resp).await;
+        } else {
+            match read_capped(&mut resp, self.max).await {
+                Ok(body) if !body.is_empty() => self.dispatch_body(body),
+                Ok(_) => {}
+                Err(Capped::TooLarge(len)) => self.settle(request, Reply::TooLarge(len)),
+                Err(Capped::Io(e)) => self.settle(request, Reply::Lost(e)),
+            }
+        }
+        if let (Some(id), Some(up)) = (request, self.up.upgrade()) {
+            if up.pending().contains_key(&id) {
+                // A JSON answer, or an event stream that ended, without our reply.
+                up.settle(
+                    id,
+                    Reply::Lost("the upstream's HTTP answer ended without a reply".to_owned()),
+                );
+            }
+        }
+    }
+
+    fn dispatch_body(&self, body: Vec<u8>) {
+        let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
+        if first == Some(b'[') {
+            if let Ok(items) =
+                serde_json::from_slice::<Vec<Box<serde_json::value::RawValue>>>(&body)
+            {
+                for item in items {
+                    self.dispatch(Frame::Line(item.get().as_bytes().into()));
+                }
+            }
+        } else {
+            self.dispatch(Frame::Line(body[..].into()));
+        }
+    }
+
+    /// Reads an SSE stream, dispatching each event's data; events larger than `max` are
+    /// reported as too large.
+    async fn read_events(&self, resp: &mut reqwest::Response) {
+        let mut line = Vec::new();
+        let mut data: Vec<u8> = Vec::new();
+        let mut oversized: Option<(Vec<u8>, usize)> = None;
+        loop {
+            let chunk = match resp.chunk().await {
+                Ok(Some(c)) => c,
+                _ => return,
+            };
+            for &b in chunk.iter() {
+                if b != b'\n' {
+                    if line.len() <= self.max + 16 {
+                        line.push(b);
+                    }
+                    continue;
+                }
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                if line.is_empty() {
+                    // End of an event.
+                    if let Some((head, len)) = oversized.take() {
+                        let tail = data[data.len().saturating_sub(KEEP)..].to_vec();
+                        self.dispatch(Frame::TooLarge { head, tail, len });
+                    } else if !data.is_empty() {
+                        self.dispatch(Frame::Line(data[..].into()));
+                    }
+                    data.clear();
+                } else if let Some(rest) = line.strip_prefix(b"data:") {
+                    let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+                    if !data.is_empty() {
+                        data.push(b'\n');
+                    }
+                    data.extend_from_slice(rest);
+                    if data.len() > self.max {
+                        let (head, len) = oversized
+                            .get_or_insert_with(|| (data[..KEEP.min(data.len())].to_vec(), 0));
+                        let _ = head;
+                        *len += data.len();
+                        let keep = data[data.len().saturating_sub(KEEP)..].to_vec();
+                        data = keep;
+                    }
+                }
+                line.clear();
+            }
+        }
+    }
+
+    /// The server's own stream (notifications and requests outside any POST).
+    async fn listen(self: Arc<Self>) {
+        let mut failures = 0u32;
+        while let Some(link) = self.link() {
+            if link.is_closed() {
+                return;
+            }
+            drop(link);
+            let resp = self
+                .request(reqwest::Method::GET)
+                .header(ACCEPT, "text/event-stream")
+                .send()
+                .await;
+            match resp {
+                Ok(mut r) if r.status().is_success() => {
+                    failures = 0;
+                    self.read_events(&mut r).await;
+                }
+                // 405: the server offers no stream.
+                Ok(r) if r.status().as_u16() == 405 => return,
+                _ => failures += 1,
+            }
+            if failures > 5 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500 * u64::from(failures.max(1)))).await;
+        }
+    }
+}
+
+enum Capped {
+    TooLarge(usize),
+    Io(String),
+}
+
+async fn read_capped(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, Capped> {
+    let mut body = Vec::new();
+    let mut len = 0usize;
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => {
+                len += c.len();
+                if len > max {
+                    while let Ok(Some(c)) = resp.chunk().await {
+                        len += c.len();
+                    }
+                    return Err(Capped::TooLarge(len));
+                }
+                body.extend_from_slice(&c);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => return Err(Capped::Io(steadfast::sanitize(&e.to_string()).into_owned())),
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! A live connection to an upstream: where requests are written.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc;
+
+pub(super) enum Transport {
+    Stdio(mpsc::Sender<Vec<u8>>),
+    #[cfg(feature = "http")]
+    Http(Arc<super::http::Session>),
+}
+
+/// One connection (one child process, or one HTTP session). A restart makes a new one with a
+/// higher generation, so replies and cancels meant for the old one go nowhere.
+pub struct Link {
+    generation: u64,
+    closed: CancellationToken,
+    pub(super) transport: Transport,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Link {
+    pub(super) fn new(generation: u64, transport: Transport) -> Arc<Self> {
+        Arc::new(Self {
+            generation,
+            closed: CancellationToken::new(),
+            transport,
+        })
+    }
+
+    /// Which connection this is (1 for the first).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether the connection has ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// Marks the connection ended.
+    pub(super) fn close(&self) {
+        self.closed.cancel();
+    }
+
+    /// Resolves when the connection ends.
+    pub(super) async fn closed(&self) {
+        self.closed.cancelled().await;
+    }
+
+    /// Writes one message. `request` is the upstream id when a reply is expected. An error
+    /// means the message was certainly not delivered.
+    pub fn send(&self, line: Vec<u8>, request: Option<u64>) -> Result<(), String> {
+        if self.is_closed() {
+            return Err("the upstream connection is closed".to_owned());
+        }
+        match &self.transport {
+            Transport::Stdio(tx) => tx.try_send(line).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => {
+                    "the upstream is not reading its input (queue full)".to_owned()
+                }
+                mpsc::error::TrySendError::Closed(_) => {
+                    "the upstream connection is closed".to_owned()
+                }
+            }),
+            #[cfg(feature = "http")]
+            Transport::Http(session) => session.post(line, request),
+        }
+        .map(|_| {
+            let _ = request;
+        })
+    }
+
+    /// Tells the server to stop working on request `id`.
+    pub fn cancel(&self, id: u64, reason: &str) {
+        let params = serde_json::json!({"requestId": id, "reason": reason}).to_string();
+        let _ = self.send(
+            jsonrpc::notification("notifications/cancelled", Some(&params)),
+            None,
+        );
+    }
+}

@@ -1,0 +1,641 @@
+//! One upstream MCP server: its connection (a child process or a streamable-HTTP session), the
+//! requests waiting for its answers, and the supervisor that keeps it connected.
+//!
+//! Requests are renumbered on the way up: the proxy gives each one an id of its own, so a
+//! request can be re-sent after a restart, ids from different clients cannot collide, and a
+//! reply is routed by a map lookup. Progress tokens are renumbered the same way (the token is
+//! the request's own upstream id), so progress finds its request — and the client's token —
+//! without a second map.
+
+mod link;
+mod supervisor;
+
+#[cfg(feature = "http")]
+mod http;
+mod stdio;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use steadfast_mcp::Upstream as UpstreamSpec;
+use tokio::sync::{Notify, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use link::Link;
+pub use stdio::DEPTH_VAR;
+pub use supervisor::Settings;
+
+/// How deeply proxies may wrap proxies before the next refuses to start (a config entry that
+/// wraps itself would otherwise fork without end).
+pub const MAX_DEPTH: u32 = 4;
+
+/// Refuses to start when proxies are nested more than [`MAX_DEPTH`] deep.
+pub fn check_depth() -> Result<(), String> {
+    let depth: u32 = std::env::var(DEPTH_VAR)
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    if depth >= MAX_DEPTH {
+        return Err(format!(
+            "refusing to start: {depth} steadfast proxies already wrap each other ({DEPTH_VAR}); \
+             does a config entry run the proxy on itself?"
+        ));
+    }
+    Ok(())
+}
+
+use crate::client::Client;
+use crate::framing::Frame;
+use crate::jsonrpc::{self, Envelope, Kind, code};
+
+/// How a reply came back (or did not).
+#[derive(Debug)]
+pub enum Reply {
+    /// A result, as raw JSON text.
+    Result(String),
+    /// A JSON-RPC error object, as raw JSON text.
+    Error(String),
+    /// The request provably never reached the server.
+    NotSent(String),
+    /// The connection was lost after the request was sent.
+    Lost(String),
+    /// The reply exceeded `max_message_size` (its length).
+    TooLarge(usize),
+    /// The HTTP upstream answered with an error status.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    Http(u16, String),
+}
+
+/// Where progress for a request goes.
+#[derive(Debug, Clone)]
+pub struct ProgressRoute {
+    /// The client's queue.
+    pub client: Arc<Client>,
+    /// The client's own token, as raw JSON.
+    pub token: Arc<str>,
+    /// The highest progress relayed for this token (a retried attempt starts over, and MCP
+    /// requires progress to increase).
+    pub high: Arc<Mutex<f64>>,
+    /// Woken on every progress message: an attempt's idle timeout starts again.
+    pub activity: Arc<Notify>,
+}
+
+struct Pending {
+    generation: u64,
+    tx: oneshot::Sender<Reply>,
+    progress: Option<ProgressRoute>,
+}
+
+/// A request's params: decoded, or raw text to pass on as it is.
+#[derive(Debug, Clone, Copy)]
+pub enum Params<'a> {
+    /// A value.
+    Value(&'a Value),
+    /// Raw JSON text.
+    Raw(&'a str),
+}
+
+/// The state of the connection, published to everyone who waits for it.
+#[derive(Clone)]
+pub enum LinkState {
+    /// Not connected (yet, or any more); why.
+    Down(Arc<str>),
+    /// Connected.
+    Up(Arc<Link>),
+}
+
+/// One upstream server and everything in flight toward it.
+pub struct Upstream {
+    /// The name the upstream has in the config.
+    pub name: String,
+    spec: UpstreamSpec,
+    settings: Settings,
+    state: watch::Sender<LinkState>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    next_id: AtomicU64,
+    init_params: OnceLock<String>,
+    init_result: RwLock<Option<String>>,
+    annotations: RwLock<HashMap<String, (bool, bool)>>,
+    listed: RwLock<HashSet<String>>,
+    clients: RwLock<Vec<std::sync::Weak<Client>>>,
+    restarts: AtomicU64,
+    /// Consecutive starts that died soon after their handshake (0 while connected).
+    failing: std::sync::atomic::AtomicU32,
+    started: OnceLock<()>,
+    shutdown: CancellationToken,
+    stopped: CancellationToken,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.name)
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Upstream {
+    /// An upstream that starts when [`Upstream::start`] is called.
+    pub fn new(name: impl Into<String>, spec: UpstreamSpec, settings: Settings) -> Arc<Self> {
+        let (state, _) = watch::channel(LinkState::Down("not started".into()));
+        Arc::new(Self {
+            name: name.into(),
+            spec,
+            settings,
+            state,
+            pending: Mutex::default(),
+            next_id: AtomicU64::new(1),
+            init_params: OnceLock::new(),
+            init_result: RwLock::new(None),
+            annotations: RwLock::default(),
+            listed: RwLock::default(),
+            clients: RwLock::default(),
+            restarts: AtomicU64::new(0),
+            failing: std::sync::atomic::AtomicU32::new(0),
+            started: OnceLock::new(),
+            shutdown: CancellationToken::new(),
+            stopped: CancellationToken::new(),
+        })
+    }
+
+    /// The upstream's command or URL, safe to show (arguments can carry tokens).
+    pub fn describe(&self) -> String {
+        steadfast::sanitize(&self.spec.to_string()).into_owned()
+    }
+
+    /// Starts the supervisor once, initializing the server with the client's own
+    /// `initialize` params (raw JSON) and sending what it sends to `client`.
+    pub fn start(self: &Arc<Self>, init_params: &str, client: Arc<Client>) {
+        let _ = self.init_params.set(init_params.to_owned());
+        {
+            let mut clients = self.clients.write().unwrap_or_else(|e| e.into_inner());
+            clients.retain(|c| c.strong_count() > 0);
+            if !clients
+                .iter()
+                .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(&client)))
+            {
+                clients.push(Arc::downgrade(&client));
+            }
+        }
+        if self.started.set(()).is_ok() {
+            tokio::spawn(supervisor::run(self.clone()));
+        }
+    }
+
+    /// The live clients; the first is the one server requests go to.
+    pub(crate) fn clients(&self) -> Vec<Arc<Client>> {
+        self.clients
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect()
+    }
+
+    /// Whether the supervisor has started.
+    pub fn is_started(&self) -> bool {
+        self.started.get().is_some()
+    }
+
+    /// Stops the supervisor and the connection (the child is terminated).
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Resolves when the supervisor has stopped and the child is gone (at once if it never
+    /// started).
+    pub async fn stopped(&self) {
+        if self.is_started() {
+            self.stopped.cancelled().await;
+        }
+    }
+
+    /// The server's `initialize` result, once connected.
+    pub fn init_result(&self) -> Option<String> {
+        self.init_result
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Restarts so far.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Whether the upstream is connected now.
+    pub fn is_connected(&self) -> bool {
+        matches!(&*self.state.borrow(), LinkState::Up(_))
+    }
+
+    /// Whether the server listed `tool` (per-tool state is kept only for those).
+    pub fn lists(&self, tool: &str) -> bool {
+        self.listed
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(tool)
+    }
+
+    /// The names of the tools the server listed.
+    pub fn listed_names(&self) -> Vec<String> {
+        self.listed
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The tool's (readOnlyHint, idempotentHint), as last listed.
+    pub fn hints(&self, tool: &str) -> (bool, bool) {
+        self.annotations
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tool)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Learns tool names and replay-safety hints from a `tools/list` result.
+    pub fn learn_tools(&self, result: &Value, first_page: bool) {
+        let Some(tools) = result.get("tools").and_then(Value::as_array) else {
+            return;
+        };
+        let mut ann = self.annotations.write().unwrap_or_else(|e| e.into_inner());
+        let mut listed = self.listed.write().unwrap_or_else(|e| e.into_inner());
+        if first_page {
+            listed.clear();
+        }
+        for t in tools {
+            let Some(name) = t.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let hint = |k: &str| {
+                t.get("annotations")
+                    .and_then(|a| a.get(k))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            };
+            ann.insert(
+                name.to_owned(),
+                (hint("readOnlyHint"), hint("idempotentHint")),
+            );
+            listed.insert(name.to_owned());
+        }
+    }
+
+    /// The live connection, waiting up to `reconnect_wait` for one that is (re)starting. An
+    /// upstream in a crash loop (twice in a row it completed a handshake and died soon after)
+    /// is not waited for: the call fails at once, saying why, and the supervisor keeps trying
+    /// on its backoff. An upstream that cannot be reached at all is waited for.
+    pub async fn link(&self) -> Result<Arc<Link>, String> {
+        let mut rx = self.state.subscribe();
+        let failing = self.failing.load(Ordering::Relaxed);
+        if failing >= 2 {
+            if let LinkState::Down(why) = &*rx.borrow() {
+                return Err(format!(
+                    "the upstream keeps crashing right after it starts ({failing} times in a row); it is restarted on backoff: {why}"
+                ));
+            }
+        }
+        let wait = async {
+            loop {
+                if let LinkState::Up(link) = &*rx.borrow_and_update() {
+                    if !link.is_closed() {
+                        return Ok(link.clone());
+                    }
+                }
+                if rx.changed().await.is_err() {
+                    return Err("the upstream was shut down".to_owned());
+                }
+            }
+        };
+        match tokio::time::timeout(self.settings.reconnect_wait, wait).await {
+            Ok(r) => r,
+            Err(_) => Err(match &*self.state.borrow() {
+                LinkState::Down(why) => format!("the upstream is not connected: {why}"),
+                LinkState::Up(_) => "the upstream connection is closing".to_owned(),
+            }),
+        }
+    }
+
+    /// Waits up to `bound` for the first connection; the reason it is down otherwise.
+    pub async fn wait_connected(&self, bound: Duration) -> Result<(), String> {
+        let mut rx = self.state.subscribe();
+        let wait = async {
+            loop {
+                if matches!(&*rx.borrow_and_update(), LinkState::Up(_)) {
+                    return true;
+                }
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+        };
+        match tokio::time::timeout(bound, wait).await {
+            Ok(true) => Ok(()),
+            _ => Err(match &*self.state.borrow() {
+                LinkState::Down(why) => why.to_string(),
+                LinkState::Up(_) => "connected".to_owned(),
+            }),
+        }
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends a request whose reply the caller awaits. The returned guard sends
+    /// `notifications/cancelled` upstream if it is dropped before the reply arrives. With a
+    /// progress route, the request's progress token is replaced by its upstream id.
+    pub fn call(
+        self: &Arc<Self>,
+        link: &Arc<Link>,
+        method: &str,
+        params: Option<Params<'_>>,
+        progress: Option<ProgressRoute>,
+    ) -> (InFlight, oneshot::Receiver<Reply>) {
+        let id = self.next_id();
+        let (tx, rx) = oneshot::channel();
+        let token = progress.as_ref().map(|_| id);
+        let params: Option<std::borrow::Cow<'_, str>> = match params {
+            None => None,
+            Some(Params::Value(v)) => Some(with_progress_token(v, token).into()),
+            Some(Params::Raw(raw)) if token.is_some() => match serde_json::from_str::<Value>(raw) {
+                Ok(v) => Some(with_progress_token(&v, token).into()),
+                Err(_) => Some(raw.into()),
+            },
+            Some(Params::Raw(raw)) => Some(raw.into()),
+        };
+        self.pending().insert(
+            id,
+            Pending {
+                generation: link.generation(),
+                tx,
+                progress,
+            },
+        );
+        let guard = InFlight {
+            upstream: self.clone(),
+            link: link.clone(),
+            id,
+            done: false,
+        };
+        let line = jsonrpc::request(&id.to_string(), method, params.as_deref());
+        if let Err(why) = link.send(line, Some(id)) {
+            self.settle(id, Reply::NotSent(why));
+        }
+        (guard, rx)
+    }
+
+    /// Sends a notification from the client to the server, if connected.
+    pub fn notify(&self, line: Vec<u8>) {
+        if let LinkState::Up(link) = &*self.state.borrow() {
+            let _ = link.send(line, None);
+        }
+    }
+
+    /// Delivers a reply to whoever waits for request `id`.
+    fn settle(&self, id: u64, reply: Reply) {
+        if let Some(p) = self.pending().remove(&id) {
+            let _ = p.tx.send(reply);
+        }
+    }
+
+    /// Fails every request sent on connection `generation` (the connection is gone).
+    fn fail_generation(&self, generation: u64, not_sent: bool, why: &str) {
+        let gone: Vec<Pending> = {
+            let mut pending = self.pending();
+            let ids: Vec<u64> = pending
+                .iter()
+                .filter(|(_, p)| p.generation == generation)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| pending.remove(id)).collect()
+        };
+        for p in gone {
+            let reply = if not_sent {
+                Reply::NotSent(why.to_owned())
+            } else {
+                Reply::Lost(why.to_owned())
+            };
+            let _ = p.tx.send(reply);
+        }
+    }
+
+    /// Handles one frame read from the server.
+    pub(crate) fn on_frame(self: &Arc<Self>, link: &Arc<Link>, frame: Frame) {
+        match frame {
+            Frame::Line(line) => self.on_message(link, &line),
+            Frame::TooLarge { head, tail, len } => {
+                // The head's top-level id first (nesting is known there); the last `"id"` of the
+                // tail only when the head has none (serializers that write the id last).
+                let id = jsonrpc::scan_id(&head)
+                    .and_then(|i| i.parse::<u64>().ok())
+                    .or_else(|| {
+                        jsonrpc::scan_id_in_tail(&tail)
+                            .and_then(|i| i.parse::<u64>().ok())
+                            .filter(|i| self.pending().contains_key(i))
+                    });
+                tracing::warn!(
+                    upstream = %self.name,
+                    bytes = len,
+                    max = self.settings.max_message_size,
+                    "a message from the upstream exceeds max_message_size; dropped"
+                );
+                if let Some(id) = id {
+                    self.settle(id, Reply::TooLarge(len));
+                }
+            }
+        }
+    }
+
+    fn on_message(self: &Arc<Self>, link: &Arc<Link>, line: &[u8]) {
+        let (env, kind) = match Envelope::parse(line) {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::debug!(upstream = %self.name, error = ?e, "ignored a malformed message from the upstream");
+                return;
+            }
+        };
+        match kind {
+            Kind::Response => {
+                let Some(id) = env.id.and_then(|i| i.get().parse::<u64>().ok()) else {
+                    return;
+                };
+                let reply = match (env.result, env.error) {
+                    (Some(r), _) => Reply::Result(r.get().to_owned()),
+                    (_, Some(e)) => Reply::Error(e.get().to_owned()),
+                    _ => return,
+                };
+                self.settle(id, reply);
+            }
+            Kind::Notification => self.on_notification(&env),
+            Kind::Request => self.on_request(link, &env),
+        }
+    }
+
+    fn on_notification(&self, env: &Envelope<'_>) {
+        let method = env.method.as_deref().unwrap_or_default();
+        let clients = self.clients();
+        match method {
+            "notifications/progress" => {
+                let Some(params) = env.params else { return };
+                let Ok(mut v) = serde_json::from_str::<Value>(params.get()) else {
+                    return;
+                };
+                let Some(id) = v.get("progressToken").and_then(progress_id) else {
+                    return;
+                };
+                let route = self.pending().get(&id).and_then(|p| p.progress.clone());
+                let Some(route) = route else { return };
+                route.activity.notify_one();
+                let value = v.get("progress").and_then(Value::as_f64).unwrap_or(0.0);
+                {
+                    let mut high = route.high.lock().unwrap_or_else(|e| e.into_inner());
+                    if value <= *high && *high > 0.0 {
+                        return;
+                    }
+                    *high = value;
+                }
+                if let Ok(token) = serde_json::from_str::<Value>(&route.token) {
+                    v["progressToken"] = token;
+                }
+                route
+                    .client
+                    .out
+                    .push_notification(jsonrpc::notification(method, Some(&v.to_string())));
+            }
+            // The server cancels a request it sent to the client: rename the id.
+            "notifications/cancelled" => {
+                let Some(params) = env.params else {
+                    return;
+                };
+                if let Ok(mut v) = serde_json::from_str::<Value>(params.get()) {
+                    let up = v.get("requestId").map(Value::to_string).unwrap_or_default();
+                    for client in &clients {
+                        if let Some(down) = client.server_request_id(&up) {
+                            v["requestId"] = Value::String(down);
+                            client.out.push_notification(jsonrpc::notification(
+                                method,
+                                Some(&v.to_string()),
+                            ));
+                        }
+                    }
+                }
+            }
+            _ => {
+                if method == "notifications/tools/list_changed" {
+                    let me = self.name.clone();
+                    tracing::info!(upstream = %me, "the upstream's tool list changed");
+                }
+                let params = env.params.map(RawValue::get);
+                for client in &clients {
+                    client
+                        .out
+                        .push_notification(jsonrpc::notification(method, params));
+                }
+            }
+        }
+    }
+
+    fn on_request(self: &Arc<Self>, link: &Arc<Link>, env: &Envelope<'_>) {
+        let id = env.id.map(RawValue::get).unwrap_or("null");
+        let method = env.method.as_deref().unwrap_or_default();
+        if method == "ping" {
+            let _ = link.send(jsonrpc::result_response(id, "{}"), None);
+            return;
+        }
+        match self.clients().into_iter().next() {
+            Some(client) => {
+                if let Err(why) = client.forward_server_request(self, link, id, method, env.params)
+                {
+                    let _ = link.send(jsonrpc::error_response(id, code::OVERLOADED, &why), None);
+                }
+            }
+            None => {
+                let _ = link.send(
+                    jsonrpc::error_response(id, code::INTERNAL_ERROR, "no client is connected"),
+                    None,
+                );
+            }
+        }
+    }
+
+    /// Relays a client's reply to a request the server sent, if its connection still lives.
+    pub fn reply_to_server(&self, generation: u64, line: Vec<u8>) {
+        if let LinkState::Up(link) = &*self.state.borrow() {
+            if link.generation() == generation {
+                let _ = link.send(line, None);
+            }
+        }
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+/// Our progress tokens are the request's upstream id, as a number.
+fn progress_id(token: &Value) -> Option<u64> {
+    token
+        .as_u64()
+        .or_else(|| token.as_str().and_then(|s| s.parse().ok()))
+}
+
+/// `params` with `_meta.progressToken` set to `token` (or as it is).
+fn with_progress_token(params: &Value, token: Option<u64>) -> String {
+    match token {
+        Some(t) => {
+            let mut p = params.clone();
+            if let Some(obj) = p.as_object_mut() {
+                let meta = obj
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Some(m) = meta.as_object_mut() {
+                    m.insert("progressToken".into(), Value::from(t));
+                }
+            }
+            p.to_string()
+        }
+        None => params.to_string(),
+    }
+}
+
+/// A request in flight; dropping it before the reply tells the server to stop.
+pub struct InFlight {
+    upstream: Arc<Upstream>,
+    link: Arc<Link>,
+    id: u64,
+    done: bool,
+}
+
+impl InFlight {
+    /// The request's upstream id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Marks the reply as received: nothing to cancel.
+    pub fn finish(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.done && self.upstream.pending().remove(&self.id).is_some() {
+            self.link
+                .cancel(self.id, "the proxy abandoned this request");
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! `Jobs`: the handle that queues, schedules and inspects jobs, and makes workers.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::Row;
+use steadfast::{RetryPolicy, RetryPolicyBuilder};
+use tokio::sync::Notify;
+
+use crate::JobsError;
+use crate::clock::{Clock, SystemClock, duration_ms};
+use crate::guards::{DependencyOptions, Guards};
+use crate::handler::Registered;
+use crate::job::{Job, JobId, JobState};
+use crate::options::{JobOptions, ScheduleOptions, When};
+use crate::recurrence::Recurrence;
+use crate::store::{NewJob, Stats, Store, StoreOptions};
+use crate::worker::{Worker, WorkerConfig};
+
+type OnDead = Arc<dyn Fn(&Job) + Send + Sync>;
+
+pub(crate) struct Inner {
+    pub(crate) store: Store,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) defaults: RetryPolicy,
+    pub(crate) handlers: HashMap<String, Registered>,
+    pub(crate) guards: Guards,
+    pub(crate) on_dead: Option<OnDead>,
+    /// Wakes this process's idle workers when it queues a job itself.
+    pub(crate) wake: Arc<Notify>,
+}
+
+/// Queues, schedules and inspects durable jobs; cheap to clone.
+///
+/// ```
+/// use std::time::Duration;
+/// use steadfast::{ErrorClass, RetryPolicy};
+/// use steadfast_jobs::{JobOptions, JobState, Jobs, When, handler};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), steadfast_jobs::JobsError> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let url = format!("sqlite://{}", dir.path().join("jobs.db").display());
+/// let jobs = Jobs::builder()
+///     .defaults(RetryPolicy::builder().max_attempts(5))
+///     .handler(handler("greet", |_ctx, name: String| async move {
+///         println!("hello, {name}");
+///         Ok::<(), ErrorClass>(())
+///     }))
+///     .connect(&url)
+///     .await?;
+/// let id = jobs.queue("greet", &"Ada", JobOptions::new()).await?;
+/// jobs.schedule(When::delay(Duration::from_secs(60)), "greet", &"Grace", Default::default()).await?;
+/// // Invalid retry options are refused when queued, with the library's message.
+/// let err = jobs
+///     .queue("greet", &"x", JobOptions::new().retry(RetryPolicy::builder().max_attempts(0)))
+///     .await
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "invalid retry policy: max_attempts must be >= 1 (got 0)");
+///
+/// let worker = jobs.worker(Default::default());
+/// assert_eq!(worker.run_once().await?, 1);
+/// assert_eq!(jobs.get(id).await?.unwrap().state, JobState::Done);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Jobs {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jobs")
+            .field("backend", &self.inner.store.backend())
+            .field("handlers", &self.inner.handlers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Jobs`].
+#[derive(Default)]
+pub struct JobsBuilder {
+    defaults: RetryPolicyBuilder,
+    handlers: Vec<Registered>,
+    dependencies: HashMap<String, DependencyOptions>,
+    clock: Option<Arc<dyn Clock>>,
+    on_dead: Option<OnDead>,
+}
+
+impl std::fmt::Debug for JobsBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobsBuilder").finish_non_exhaustive()
+    }
+}
+
+impl JobsBuilder {
+    /// Worker-wide retry defaults (Cloudflare's class-level defaults), layered on the
+    /// library's defaults.
+    pub fn defaults(mut self, layer: RetryPolicyBuilder) -> Self {
+        self.defaults = layer;
+        self
+    }
+
+    /// Registers a handler (see [`handler`](crate::handler())).
+    pub fn handler(mut self, h: impl Into<Registered>) -> Self {
+        self.handlers.push(h.into());
+        self
+    }
+
+    /// Guards a dependency named by handlers.
+    pub fn dependency(mut self, name: impl Into<String>, opts: DependencyOptions) -> Self {
+        self.dependencies.insert(name.into(), opts);
+        self
+    }
+
+    /// The clock (the system clock by default).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Called once for each job that becomes a dead letter.
+    pub fn on_dead(mut self, f: impl Fn(&Job) + Send + Sync + 'static) -> Self {
+        self.on_dead = Some(Arc::new(f));
+        self
+    }
+
+    /// Opens the store at `url` (tables created or migrated) and validates the options.
+    pub async fn connect(self, url: &str) -> Result<Jobs, JobsError> {
+        self.connect_with(StoreOptions::new(url)).await
+    }
+
+    /// Opens the store with options.
+    pub async fn connect_with(self, opts: StoreOptions) -> Result<Jobs, JobsError> {
+        let defaults = self.defaults.build()?;
+        let mut handlers = HashMap::new();
+        for h in self.handlers {
+            // Handler defaults are validated now, not when their first job is queued.
+            h.retry.build_on(&defaults)?;
+            if handlers.insert(h.name.clone(), h).is_some() {
+                return Err(JobsError::invalid("handler", "names be unique"));
+            }
+        }
+        let guards = Guards::new(&self.dependencies)?;
+        let store = Store::connect(opts).await?;
+        Ok(Jobs {
+            inner: Arc::new(Inner {
+                store,
+                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                defaults,
+                handlers,
+                guards,
+                on_dead: self.on_dead,
+                wake: Arc::new(Notify::new()),
+            }),
+        })
+    }
+}
+
+impl Jobs {
+    /// Starts building.
+    pub fn builder() -> JobsBuilder {
+        JobsBuilder::default()
+    }
+
+    /// The store, for inspection tools.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub(crate) fn now(&self) -> i64 {
+        self.inner.clock.now().timestamp_millis()
+    }
+
+    /// The policy a job of `handler` with `layer` runs under: worker defaults, then the
+    /// handler's, then the job's — validated.
+    pub fn resolve_policy(
+        &self,
+        handler: &str,
+        layer: &RetryPolicyBuilder,
+    ) -> Result<RetryPolicy, JobsError> {
+        let merged = match self.inner.handlers.get(handler) {
+            Some(h) => h.retry.clone().layer(layer),
+            None => layer.clone(),
+        };
+        Ok(merged.build_on(&self.inner.defaults)?)
+    }
+
+    fn policy_json(&self, handler: &str, layer: &RetryPolicyBuilder) -> Result<String, JobsError> {
+        check_name(handler)?;
+        let policy = self.resolve_policy(handler, layer)?;
+        Ok(serde_json::to_string(&policy)?)
+    }
+
+    /// Queues a job to run now; returns its id (or, with a `unique_key` already queued or
+    /// running, that job's id).
+    pub async fn queue<P: Serialize + ?Sized>(
+        &self,
+        handler: &str,
+        payload: &P,
+        opts: JobOptions,
+    ) -> Result<JobId, JobsError> {
+        let now = self.now();
+        self.insert(handler, payload, &opts, now, None).await
+    }
+
+    async fn insert<P: Serialize + ?Sized>(
+        &self,
+        handler: &str,
+        payload: &P,
+        opts: &JobOptions,
+        run_at: i64,
+        schedule: Option<(i64, i64)>,
+    ) -> Result<JobId, JobsError> {
+        let policy = self.policy_json(handler, &opts.retry)?;
+        let payload = serde_json::to_string(payload)?;
+        let id = self
+            .inner
+            .store
+            .insert(
+                &NewJob {
+                    handler,
+                    payload: Cow::Owned(payload),
+                    policy: Cow::Owned(policy),
+                    run_at,
+                    unique_key: opts.unique_key.as_deref(),
+                    ordering_key: opts.ordering_key.as_deref(),
+                    schedule_id: schedule.map(|s| s.0),
+                    fire_at: schedule.map(|s| s.1),
+                },
+                self.now(),
+            )
+            .await?;
+        metrics::counter!("steadfast_jobs_queued_total", "handler" => handler.to_owned())
+            .increment(1);
+        self.inner.wake.notify_waiters();
+        Ok(id)
+    }
+
+    /// Queues many jobs of one handler with default options, in a few statements.
+    pub async fn queue_many<P: Serialize>(
+        &self,
+        handler: &str,
+        payloads: impl IntoIterator<Item = P>,
+    ) -> Result<Vec<JobId>, JobsError> {
+        let policy = self.policy_json(handler, &RetryPolicyBuilder::default())?;
+        let payloads = payloads
+            .into_iter()
+            .map(|p| serde_json::to_string(&p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ids = self
+            .inner
+            .store
+            .insert_many(handler, &policy, &payloads, self.now())
+            .await?;
+        metrics::counter!("steadfast_jobs_queued_total", "handler" => handler.to_owned())
+            .increment(ids.len() as u64);
+        self.inner.wake.notify_waiters();
+        Ok(ids)
+    }
+
+    /// Schedules a job: once after a delay or at a date, or recurring on a cron expression or
+    /// an interval. Returns the id of its first (or next, for a keyed schedule that already
+    /// exists) job.
+    pub async fn schedule<P: Serialize + ?Sized>(
+        &self,
+        when: When,
+        handler: &str,
+        payload: &P,
+        opts: ScheduleOptions,
+    ) -> Result<JobId, JobsError> {
+        let now = self.now();
+        let job_opts = JobOptions::new().retry(opts.retry.clone());
+        let (recurrence, cron, tz, interval_ms) = match &when {
+            When::Delay(d) => {
+                return self
+                    .insert(
+                        handler,
+                        payload,
+                        &job_opts,
+                        now.saturating_add(duration_ms(*d)),
+                        None,
+                    )
+                    .await;
+            }
+            When::At(at) => {
+                return self
+                    .insert(handler, payload, &job_opts, at.timestamp_millis(), None)
+                    .await;
+            }
+            When::Cron { expr, tz } => (
+                Recurrence::cron(expr, tz.as_deref())?,
+                Some(expr.as_str()),
+                tz.as_deref(),
+                None,
+            ),
+            When::Every(d) => {
+                let ms = duration_ms(*d);
+                (Recurrence::every(ms)?, None, None, Some(ms))
+            }
+        };
+        if opts.max_catch_up == 0 {
+            return Err(JobsError::invalid("max_catch_up", "be >= 1 (got 0)"));
+        }
+        let policy = self.policy_json(handler, &opts.retry)?;
+        let payload_json = serde_json::to_string(payload)?;
+        let pool = &self.inner.store.pool;
+        let row = sqlx::query(
+            "INSERT INTO steadfast_schedules (key, handler, payload, policy, cron, tz, interval_ms, catch_up, \
+             max_catch_up, allow_overlap, active, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11) ON CONFLICT DO NOTHING RETURNING id",
+        )
+        .bind(opts.key.as_deref())
+        .bind(handler)
+        .bind(payload_json.as_str())
+        .bind(policy.as_str())
+        .bind(cron)
+        .bind(tz)
+        .bind(interval_ms)
+        .bind(opts.catch_up.as_str())
+        .bind(i64::from(opts.max_catch_up))
+        .bind(i64::from(opts.allow_overlap))
+        .bind(now)
+        .fetch_optional(pool)
+        .await?;
+        let schedule_id: i64 = match row {
+            Some(r) => r.try_get(0)?,
+            None => {
+                // A schedule with this key exists: keep it (declaring schedules at every start
+                // must not multiply them) and return its pending job.
+                let id: i64 =
+                    sqlx::query_scalar("SELECT id FROM steadfast_schedules WHERE key = $1")
+                        .bind(opts.key.as_deref())
+                        .fetch_one(pool)
+                        .await?;
+                let pending: Option<i64> =
+                    sqlx::query_scalar("SELECT MAX(id) FROM steadfast_jobs WHERE schedule_id = $1")
+                        .bind(id)
+                        .fetch_one(pool)
+                        .await?;
+                if let Some(job) = pending {
+                    return Ok(job);
+                }
+                id
+            }
+        };
+        let first = recurrence
+            .next_after(now)
+            .ok_or_else(|| JobsError::invalid("cron", "have a fire time in the future"))?;
+        self.insert(
+            handler,
+            payload,
+            &job_opts,
+            first,
+            Some((schedule_id, first)),
+        )
+        .await
+    }
+
+    /// Stops a recurring schedule and cancels its pending run. False when it was not active.
+    pub async fn cancel_schedule(&self, schedule_id: i64) -> Result<bool, JobsError> {
+        let pool = &self.inner.store.pool;
+        let done =
+            sqlx::query("UPDATE steadfast_schedules SET active = 0 WHERE id = $1 AND active = 1")
+                .bind(schedule_id)
+                .execute(pool)
+                .await?;
+        sqlx::query(
+            "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
+             WHERE schedule_id = $2 AND state = 'available'",
+        )
+        .bind(self.now())
+        .bind(schedule_id)
+        .execute(pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// One job: state, attempts, next run, last error (sanitized).
+    pub async fn get(&self, id: JobId) -> Result<Option<Job>, JobsError> {
+        self.inner.store.get(id).await
+    }
+
+    /// Jobs, newest first.
+    pub async fn list(&self, state: Option<JobState>, limit: u32) -> Result<Vec<Job>, JobsError> {
+        self.inner.store.list(state, limit).await
+    }
+
+    /// Cancels a job that has not started; cancelling a schedule's job stops the schedule.
+    pub async fn cancel(&self, id: JobId) -> Result<bool, JobsError> {
+        self.inner.store.cancel(id, self.now()).await
+    }
+
+    /// Dead letters, newest first.
+    pub async fn dead(&self, limit: u32) -> Result<Vec<Job>, JobsError> {
+        self.inner.store.dead(limit).await
+    }
+
+    /// Puts a dead job back, attempts reset.
+    pub async fn requeue(&self, id: JobId) -> Result<bool, JobsError> {
+        let ok = self.inner.store.requeue(id, self.now()).await?;
+        self.inner.wake.notify_waiters();
+        Ok(ok)
+    }
+
+    /// Deletes dead letters that died more than `older_than` ago.
+    pub async fn purge(&self, older_than: Duration) -> Result<u64, JobsError> {
+        let before = self.now().saturating_sub(duration_ms(older_than));
+        self.inner.store.purge(JobState::Dead, before).await
+    }
+
+    /// Counts by state and the queue's lag.
+    pub async fn stats(&self) -> Result<Stats, JobsError> {
+        self.inner.store.stats(self.now()).await
+    }
+
+    /// The circuit breaker of a dependency, shared by this process's workers (for health
+    /// checks, or to isolate a dependency by hand).
+    pub fn breaker(&self, dependency: &str) -> steadfast::CircuitBreaker {
+        self.inner.guards.breaker(dependency)
+    }
+
+    /// A worker over this handle's handlers (not started: see [`Worker::start`] and
+    /// [`Worker::run_once`]).
+    pub fn worker(&self, config: WorkerConfig) -> Worker {
+        Worker::new(self.clone(), config)
+    }
+}
+
+fn check_name(handler: &str) -> Result<(), JobsError> {
+    if handler.is_empty() || handler.len() > 200 {
+        return Err(JobsError::invalid(
+            "handler",
+            format!("be 1 to 200 bytes (got {})", handler.len()),
+        ));
+    }
+    Ok(())
+}

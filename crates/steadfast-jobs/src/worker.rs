@@ -1,0 +1,860 @@
+//! Workers: claim due jobs under a lease, run them, and store what happens next.
+//!
+//! One loop per worker claims as many due jobs as it has free slots, in one statement, and
+//! spawns a task per job (River's producer shape). A failed attempt stores its next run time
+//! and frees its slot at once, so a job in backoff never occupies a worker and never delays
+//! another job. While a handler runs, its lease is renewed; a job whose worker died is made
+//! claimable again once its lease has run out (the rescue step every loop runs).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use steadfast::{ErrorClass, ErrorCode, RetryPolicy, Rng, sanitize};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::clock::{duration_ms, from_ms};
+use crate::completer::Completer;
+use crate::decide::{Failure, Verdict, decide};
+use crate::handler::{HandlerFailure, JobContext};
+use crate::jobs::Jobs;
+use crate::options::CatchUp;
+use crate::recurrence::Recurrence;
+use crate::store::{JobRow, Lease, Settle};
+use crate::{JobsError, Store};
+
+/// How a worker runs.
+///
+/// ```
+/// use std::time::Duration;
+/// use steadfast_jobs::WorkerConfig;
+/// let c = WorkerConfig::new().concurrency(16).lease(Duration::from_secs(10));
+/// assert_eq!(c.concurrency, 16);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WorkerConfig {
+    /// Jobs run at once (default 8).
+    pub concurrency: usize,
+    /// How long a claim holds without renewal (default 30 s); renewed every third of it.
+    pub lease: Duration,
+    /// The longest an idle worker waits before looking again (default 1 s); PostgreSQL
+    /// workers are also woken by `NOTIFY`.
+    pub poll_interval: Duration,
+    /// How long shutdown waits for running handlers before cancelling them (default 10 s).
+    pub grace: Duration,
+    /// When the dependency's concurrency limit is full, the job waits this long, without
+    /// spending an attempt (default 250 ms).
+    pub busy_delay: Duration,
+    /// This worker's name in `locked_by` (default: host-independent random id with the pid).
+    pub id: Option<String>,
+    /// Seed of the jitter's random source (random when `None`).
+    pub seed: Option<u64>,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(1),
+            grace: Duration::from_secs(10),
+            busy_delay: Duration::from_millis(250),
+            id: None,
+            seed: None,
+        }
+    }
+}
+
+impl WorkerConfig {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the concurrency.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+    /// Sets the lease.
+    pub fn lease(mut self, d: Duration) -> Self {
+        self.lease = d;
+        self
+    }
+    /// Sets the poll interval.
+    pub fn poll_interval(mut self, d: Duration) -> Self {
+        self.poll_interval = d;
+        self
+    }
+    /// Sets the shutdown grace period.
+    pub fn grace(mut self, d: Duration) -> Self {
+        self.grace = d;
+        self
+    }
+    /// Sets the worker's id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+    /// Seeds the jitter.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    fn validate(&self) -> Result<(), JobsError> {
+        if self.concurrency == 0 || self.concurrency > 10_000 {
+            return Err(JobsError::invalid(
+                "concurrency",
+                format!("be 1 to 10000 (got {})", self.concurrency),
+            ));
+        }
+        if self.lease < Duration::from_millis(300) {
+            return Err(JobsError::invalid(
+                "lease",
+                format!("be >= 300ms (got {:?})", self.lease),
+            ));
+        }
+        if self.poll_interval.is_zero() {
+            return Err(JobsError::invalid("poll_interval", "be > 0"));
+        }
+        Ok(())
+    }
+}
+
+/// A worker (see [`WorkerConfig`]).
+#[derive(Debug, Clone)]
+pub struct Worker {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    jobs: Jobs,
+    config: WorkerConfig,
+    id: String,
+    rng: Mutex<Rng>,
+    /// Cancelled past the grace period: handlers stop, their leases are released.
+    abort: CancellationToken,
+    /// Started on first use (it needs the runtime).
+    completer: std::sync::OnceLock<Completer>,
+}
+
+impl Worker {
+    pub(crate) fn new(jobs: Jobs, config: WorkerConfig) -> Self {
+        let id = config.id.clone().unwrap_or_else(|| {
+            format!(
+                "worker-{}-{:016x}",
+                std::process::id(),
+                Rng::new().next_u64()
+            )
+        });
+        let rng = config.seed.map(Rng::with_seed).unwrap_or_else(Rng::new);
+        Self {
+            shared: Arc::new(Shared {
+                jobs,
+                config,
+                id,
+                rng: Mutex::new(rng),
+                abort: CancellationToken::new(),
+                completer: std::sync::OnceLock::new(),
+            }),
+        }
+    }
+
+    /// This worker's id.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// Rescues expired leases, claims the jobs due now (up to the concurrency), runs them all
+    /// to the end of their attempt and returns how many ran. With a
+    /// [`ManualClock`](crate::ManualClock) this steps a worker deterministically.
+    pub async fn run_once(&self) -> Result<usize, JobsError> {
+        self.shared.config.validate()?;
+        let s = &self.shared;
+        let now = s.jobs.now();
+        s.jobs.inner.store.rescue(now).await?;
+        let rows = s.claim(s.config.concurrency).await?;
+        let n = rows.len();
+        let mut set = JoinSet::new();
+        for row in rows {
+            let shared = s.clone();
+            set.spawn(async move { shared.run(row).await });
+        }
+        let mut result = Ok(n);
+        while let Some(r) = set.join_next().await {
+            if let Ok(Err(e)) = r {
+                result = Err(e);
+            }
+        }
+        if let Some(c) = s.completer.get() {
+            c.flush().await;
+        }
+        result
+    }
+
+    /// Starts the worker loop on the current runtime.
+    pub fn start(&self) -> Result<WorkerHandle, JobsError> {
+        self.shared.config.validate()?;
+        let stop = CancellationToken::new();
+        let shared = self.shared.clone();
+        let task = tokio::spawn(run_loop(shared, stop.clone()));
+        Ok(WorkerHandle {
+            stop,
+            task,
+            shared: self.shared.clone(),
+        })
+    }
+}
+
+/// A running worker; [`shutdown`](Self::shutdown) stops it gracefully.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), JobsError>>,
+    shared: Arc<Shared>,
+}
+
+impl WorkerHandle {
+    /// Stops claiming, lets running handlers finish within the grace period, then cancels the
+    /// rest and releases their leases (without spending their attempts).
+    pub async fn shutdown(self) -> Result<(), JobsError> {
+        self.stop.cancel();
+        let grace = self.shared.config.grace;
+        let abort = self.shared.abort.clone();
+        let task = self.task;
+        tokio::pin!(task);
+        let joined = tokio::time::timeout(grace, &mut task).await;
+        let result = match joined {
+            Ok(r) => r,
+            Err(_) => {
+                abort.cancel();
+                // Cancelled handlers release their leases promptly; bound the wait anyway.
+                match tokio::time::timeout(Duration::from_secs(10), &mut task).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        task.abort();
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        result.unwrap_or(Ok(()))
+    }
+}
+
+async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<(), JobsError> {
+    let slots = Arc::new(Semaphore::new(s.config.concurrency));
+    let wake = s.jobs.inner.wake.clone();
+    let listener = listen(&s, &stop);
+    let mut tasks = JoinSet::new();
+    let rescue_every = duration_ms(s.config.lease / 2).max(100);
+    let mut last_rescue = i64::MIN;
+    while !stop.is_cancelled() {
+        while tasks.try_join_next().is_some() {}
+        let now = s.jobs.now();
+        if now.saturating_sub(last_rescue) >= rescue_every {
+            last_rescue = now;
+            if let Err(e) = s.jobs.inner.store.rescue(now).await {
+                tracing::warn!(error = %sanitize(&e.to_string()), "rescuing expired leases failed");
+            }
+        }
+        let free = slots.available_permits();
+        if free == 0 {
+            tokio::select! {
+                p = slots.clone().acquire_owned() => drop(p),
+                _ = stop.cancelled() => break,
+            }
+            continue;
+        }
+        // Register for wake-ups before looking, so a job queued meanwhile is not missed.
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let rows = match s.claim(free).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %sanitize(&e.to_string()), "claiming jobs failed; retrying after the poll interval");
+                tokio::select! {
+                    _ = tokio::time::sleep(s.config.poll_interval) => {}
+                    _ = stop.cancelled() => {}
+                }
+                continue;
+            }
+        };
+        let full = rows.len() == free;
+        for row in rows {
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                break;
+            };
+            let shared = s.clone();
+            let wake = wake.clone();
+            tasks.spawn(async move {
+                if let Err(e) = shared.run(row).await {
+                    tracing::warn!(error = %sanitize(&e.to_string()), "settling a job failed; its lease will expire and it will be retried");
+                }
+                drop(permit);
+                // A slot is free: let the loop claim again.
+                wake.notify_waiters();
+            });
+        }
+        if full {
+            continue;
+        }
+        // Idle: sleep until the next due job, a wake-up, or the poll interval.
+        let wait = match next_due(&s.jobs.inner.store).await {
+            Ok(Some(due)) => {
+                Duration::from_millis(u64::try_from(due.saturating_sub(s.jobs.now())).unwrap_or(0))
+                    .min(s.config.poll_interval)
+            }
+            _ => s.config.poll_interval,
+        };
+        if wait.is_zero() {
+            // Due, but not claimable (an ordering key's head is running): do not spin.
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(s.config.poll_interval.min(Duration::from_millis(50))) => {}
+                _ = stop.cancelled() => {}
+            }
+            continue;
+        }
+        tokio::select! {
+            _ = notified => {}
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.cancelled() => {}
+        }
+    }
+    // Stop claiming; let running jobs finish (the handle bounds this by the grace period and
+    // then cancels them, which releases their leases).
+    while tasks.join_next().await.is_some() {}
+    if let Some(c) = s.completer.get() {
+        c.flush().await;
+    }
+    if let Some(l) = listener {
+        l.abort();
+    }
+    Ok(())
+}
+
+async fn next_due(store: &Store) -> Result<Option<i64>, JobsError> {
+    Ok(
+        sqlx::query_scalar("SELECT MIN(run_at) FROM steadfast_jobs WHERE state = 'available'")
+            .fetch_one(&store.pool)
+            .await?,
+    )
+}
+
+/// On PostgreSQL, a task that turns `NOTIFY`s on the schema's channel into wake-ups.
+#[cfg(feature = "postgres")]
+fn listen(s: &Arc<Shared>, stop: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+    let store = &s.jobs.inner.store;
+    if store.backend != crate::Backend::Postgres {
+        return None;
+    }
+    let url = store.url.clone();
+    let channel = store.channel();
+    let wake = s.jobs.inner.wake.clone();
+    let poll = s.config.poll_interval;
+    let stop = stop.clone();
+    Some(tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            let listener = async {
+                let mut l = sqlx::postgres::PgListener::connect(&url).await?;
+                l.listen(&channel).await?;
+                loop {
+                    l.recv().await?;
+                    wake.notify_waiters();
+                }
+                #[allow(unreachable_code)]
+                Ok::<(), sqlx::Error>(())
+            };
+            tokio::select! {
+                r = listener => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %sanitize(&e.to_string()), "LISTEN connection lost; polling until it is back");
+                    }
+                }
+                _ = stop.cancelled() => return,
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn listen(_: &Arc<Shared>, _: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+    None
+}
+
+impl Shared {
+    async fn claim(&self, limit: usize) -> Result<Vec<JobRow>, JobsError> {
+        let now = self.jobs.now();
+        let lease_until = now.saturating_add(duration_ms(self.config.lease));
+        let rows = self
+            .jobs
+            .inner
+            .store
+            .claim(
+                &self.id,
+                i64::try_from(limit).unwrap_or(i64::MAX),
+                now,
+                lease_until,
+            )
+            .await?;
+        for r in &rows {
+            let lag = now.saturating_sub(r.run_at).max(0) as f64 / 1000.0;
+            metrics::histogram!("steadfast_jobs_queue_lag_seconds", "handler" => r.handler.clone())
+                .record(lag);
+        }
+        Ok(rows)
+    }
+
+    fn completer(&self) -> &Completer {
+        self.completer.get_or_init(|| {
+            Completer::spawn(
+                self.store().clone(),
+                self.id.clone(),
+                self.jobs.inner.clock.clone(),
+                self.config.concurrency,
+            )
+        })
+    }
+
+    fn store(&self) -> &Store {
+        &self.jobs.inner.store
+    }
+
+    /// Runs one claimed attempt and stores its outcome.
+    async fn run(self: Arc<Self>, row: JobRow) -> Result<(), JobsError> {
+        let span = tracing::info_span!(
+            "job.attempt",
+            job.id = row.id,
+            job.handler = %row.handler,
+            job.attempt = row.attempts,
+            job.outcome = tracing::field::Empty,
+        );
+        let outcome = self.attempt(&row).instrument(span.clone()).await;
+        if let Ok(o) = &outcome {
+            span.record("job.outcome", *o);
+        }
+        outcome.map(|_| ())
+    }
+
+    async fn attempt(&self, row: &JobRow) -> Result<&'static str, JobsError> {
+        let lease = Lease {
+            id: row.id,
+            worker: &self.id,
+            attempt: row.attempts,
+        };
+        let attempt = u32::try_from(row.attempts).unwrap_or(u32::MAX);
+        let handler_name = row.handler.clone();
+        let policy: RetryPolicy = match serde_json::from_str(&row.policy) {
+            Ok(p) => p,
+            Err(e) => {
+                let msg = format!("stored retry policy is unreadable: {e}");
+                return self.dead(row, &lease, &msg, "INVALID_POLICY").await;
+            }
+        };
+        if attempt > policy.max_attempts() {
+            // Its last attempt's worker died: that attempt counted.
+            let msg = format!(
+                "{} attempts made; the last one's worker stopped renewing its lease",
+                policy.max_attempts()
+            );
+            return self.dead(row, &lease, &msg, "LEASE_EXPIRED").await;
+        }
+        let Some(handler) = self.jobs.inner.handlers.get(&row.handler) else {
+            let class = ErrorClass::retriable(ErrorCode::new("UNKNOWN_HANDLER"));
+            let failure = HandlerFailure {
+                class,
+                message: format!("no handler named {:?} in this worker", row.handler),
+                declined: false,
+            };
+            return self.failed(row, &lease, &policy, failure, None).await;
+        };
+        // Dependency guards: a busy or open dependency defers the job without spending an
+        // attempt.
+        let dep = handler.dependency.as_deref();
+        let _slot = match dep.and_then(|d| self.jobs.inner.guards.limit(d)) {
+            Some(limit) => match limit.try_enter() {
+                Some(slot) => Some(slot),
+                None => {
+                    let run_at = self
+                        .jobs
+                        .now()
+                        .saturating_add(duration_ms(self.config.busy_delay));
+                    return self.defer(row, &lease, run_at, "busy").await;
+                }
+            },
+            None => None,
+        };
+        let permit = match dep.map(|d| self.jobs.inner.guards.breaker(d)) {
+            Some(b) => match b.try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(rejected) => {
+                    let wait = rejected.retry_in.unwrap_or(Duration::from_secs(1));
+                    let run_at = self.jobs.now().saturating_add(duration_ms(wait).max(1));
+                    return self.defer(row, &lease, run_at, "breaker_open").await;
+                }
+            },
+            None => None,
+        };
+        let budget = dep.map(|d| self.jobs.inner.guards.budget(d));
+        if attempt == 1 {
+            if let Some(b) = &budget {
+                b.deposit();
+            }
+        }
+        // A recurring schedule's run: skip a stale fire time, or plan the next one now when
+        // runs may overlap.
+        let schedule = match row.schedule_id {
+            Some(id) => self.load_schedule(id).await?,
+            None => None,
+        };
+        if let (Some(sch), Some(fire_at)) = (&schedule, row.fire_at) {
+            let now = self.jobs.now();
+            if sch.catch_up == CatchUp::Skip && sch.recurrence.is_stale(fire_at, now) {
+                if let Some(p) = permit {
+                    p.success();
+                }
+                self.store()
+                    .settle(
+                        &lease,
+                        &Settle::Dead {
+                            error: "skipped: its fire time was missed (catch_up = skip)",
+                            code: "SKIPPED",
+                        },
+                        now,
+                    )
+                    .await?;
+                // Stored as cancelled, not dead: nothing failed.
+                sqlx::query("UPDATE steadfast_jobs SET state = 'cancelled' WHERE id = $1 AND state = 'dead'")
+                    .bind(row.id)
+                    .execute(&self.store().pool)
+                    .await?;
+                self.plan_next(sch, fire_at, row).await?;
+                return Ok("skipped");
+            }
+            if sch.allow_overlap && attempt == 1 {
+                self.plan_next(sch, fire_at, row).await?;
+            }
+        }
+
+        metrics::gauge!("steadfast_jobs_running", "handler" => handler_name.clone()).increment(1.0);
+        let cancel = self.abort.child_token();
+        let ctx = JobContext {
+            id: row.id,
+            attempt,
+            fire_at: row.fire_at.map(from_ms),
+            cancel: cancel.clone(),
+        };
+        let started = tokio::time::Instant::now();
+        // A panicking handler is a failed attempt (classified unknown), not a lost worker slot
+        // and a job stuck until its lease runs out.
+        let run = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe((handler
+            .run)(
+            ctx,
+            &row.payload,
+        )));
+        let run = async move {
+            match run.await {
+                Ok(r) => r,
+                Err(_) => Err(HandlerFailure {
+                    class: ErrorClass::unknown(),
+                    message: "the handler panicked".to_owned(),
+                    declined: false,
+                }),
+            }
+        };
+        let timed = async {
+            match policy.attempt_timeout() {
+                Some(t) => match tokio::time::timeout(t, run).await {
+                    Ok(r) => r,
+                    Err(_) => Err(HandlerFailure {
+                        class: ErrorClass::timeout(),
+                        message: format!(
+                            "attempt timed out after {}",
+                            humantime::format_duration(t)
+                        ),
+                        declined: false,
+                    }),
+                },
+                None => run.await,
+            }
+        };
+        let renew_every = self.config.lease / 3;
+        let renewing = async {
+            let mut tick = tokio::time::interval(renew_every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let until = self
+                    .jobs
+                    .now()
+                    .saturating_add(duration_ms(self.config.lease));
+                match self.store().renew(&lease, until).await {
+                    Ok(true) => {}
+                    Ok(false) => return "lease_lost",
+                    // A blip: the next tick tries again, well before the lease ends.
+                    Err(e) => {
+                        tracing::warn!(error = %sanitize(&e.to_string()), "renewing a lease failed")
+                    }
+                }
+            }
+        };
+        let result = tokio::select! {
+            r = timed => Some(r),
+            why = renewing => { tracing::warn!(why, "job lease lost; its result will not be stored"); cancel.cancel(); None }
+            _ = cancel.cancelled() => None,
+        };
+        metrics::gauge!("steadfast_jobs_running", "handler" => handler_name.clone()).decrement(1.0);
+        let Some(result) = result else {
+            // Shutdown past the grace period (or a lost lease): release the job untouched.
+            if let Some(p) = permit {
+                drop(p); // not a verdict on the dependency
+            }
+            let now = self.jobs.now();
+            return self.defer(row, &lease, now, "released").await;
+        };
+        match result {
+            Ok(()) => {
+                if let Some(p) = permit {
+                    p.success_after(started.elapsed());
+                }
+                let (Some(sch), Some(fire_at)) = (&schedule, row.fire_at) else {
+                    self.completer()
+                        .done(row.id, row.attempts, &handler_name)
+                        .await?;
+                    return Ok("done");
+                };
+                // A schedule's run is settled at once: its next fire time depends on it.
+                let now = self.jobs.now();
+                if self.store().settle(&lease, &Settle::Done, now).await? {
+                    metrics::counter!("steadfast_jobs_succeeded_total", "handler" => handler_name)
+                        .increment(1);
+                    if !sch.allow_overlap {
+                        self.plan_next(sch, fire_at, row).await?;
+                    }
+                }
+                Ok("done")
+            }
+            Err(failure) => {
+                if let Some(p) = permit {
+                    p.record(failure.class.counts_as_breaker_failure());
+                }
+                let spent = budget.as_ref().is_some_and(|b| !b.try_withdraw());
+                self.failed_with(row, &lease, &policy, failure, spent, schedule.as_ref())
+                    .await
+            }
+        }
+    }
+
+    async fn failed(
+        &self,
+        row: &JobRow,
+        lease: &Lease<'_>,
+        policy: &RetryPolicy,
+        failure: HandlerFailure,
+        schedule: Option<&Schedule>,
+    ) -> Result<&'static str, JobsError> {
+        self.failed_with(row, lease, policy, failure, false, schedule)
+            .await
+    }
+
+    async fn failed_with(
+        &self,
+        row: &JobRow,
+        lease: &Lease<'_>,
+        policy: &RetryPolicy,
+        failure: HandlerFailure,
+        budget_spent: bool,
+        schedule: Option<&Schedule>,
+    ) -> Result<&'static str, JobsError> {
+        let now = self.jobs.now();
+        let attempt = u32::try_from(row.attempts).unwrap_or(u32::MAX);
+        let verdict = {
+            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            decide(
+                policy,
+                &Failure {
+                    class: &failure.class,
+                    attempt,
+                    declined: failure.declined,
+                    first_attempt_at: row.first_attempt_at.unwrap_or(now),
+                    previous_delay: Duration::from_millis(
+                        u64::try_from(row.last_delay_ms).unwrap_or(0),
+                    ),
+                    budget_spent,
+                },
+                now,
+                &mut rng,
+            )
+        };
+        let message = sanitize(&failure.message).into_owned();
+        let code = failure.class.code.as_str().to_owned();
+        match verdict {
+            Verdict::Retry { run_at, delay } => {
+                let ours = self
+                    .store()
+                    .settle(
+                        lease,
+                        &Settle::Retry {
+                            run_at,
+                            delay_ms: duration_ms(delay),
+                            error: &message,
+                            code: &code,
+                        },
+                        now,
+                    )
+                    .await?;
+                if ours {
+                    metrics::counter!("steadfast_jobs_retried_total", "handler" => row.handler.clone()).increment(1);
+                    tracing::info!(code, retry_in = ?delay, "attempt failed; retry stored");
+                }
+                Ok("retry")
+            }
+            Verdict::Dead(reason) => {
+                let text = format!("{} ({}): {message}", reason.as_str(), code);
+                let r = self.dead(row, lease, &text, &code).await;
+                if let (Some(sch), Some(fire_at)) = (schedule, row.fire_at) {
+                    if !sch.allow_overlap {
+                        self.plan_next(sch, fire_at, row).await?;
+                    }
+                }
+                r
+            }
+        }
+    }
+
+    async fn dead(
+        &self,
+        row: &JobRow,
+        lease: &Lease<'_>,
+        error: &str,
+        code: &str,
+    ) -> Result<&'static str, JobsError> {
+        let now = self.jobs.now();
+        let error = sanitize(error);
+        let ours = self
+            .store()
+            .settle(
+                lease,
+                &Settle::Dead {
+                    error: &error,
+                    code,
+                },
+                now,
+            )
+            .await?;
+        if ours {
+            metrics::counter!("steadfast_jobs_dead_total", "handler" => row.handler.clone())
+                .increment(1);
+            tracing::warn!(code, "job dead-lettered");
+            if let Some(hook) = &self.jobs.inner.on_dead {
+                if let Some(job) = self.store().get(row.id).await? {
+                    hook(&job);
+                }
+            }
+        }
+        Ok("dead")
+    }
+
+    async fn defer(
+        &self,
+        row: &JobRow,
+        lease: &Lease<'_>,
+        run_at: i64,
+        why: &'static str,
+    ) -> Result<&'static str, JobsError> {
+        let now = self.jobs.now();
+        self.store()
+            .settle(lease, &Settle::Defer { run_at }, now)
+            .await?;
+        metrics::counter!("steadfast_jobs_deferred_total", "handler" => row.handler.clone(), "why" => why)
+            .increment(1);
+        Ok(why)
+    }
+
+    async fn load_schedule(&self, id: i64) -> Result<Option<Schedule>, JobsError> {
+        use sqlx::Row;
+        let row = sqlx::query(
+            "SELECT cron, tz, interval_ms, catch_up, max_catch_up, allow_overlap, active, handler, payload, policy \
+             FROM steadfast_schedules WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.store().pool)
+        .await?;
+        let Some(r) = row else { return Ok(None) };
+        let cron: Option<String> = r.try_get(0)?;
+        let tz: Option<String> = r.try_get(1)?;
+        let interval: Option<i64> = r.try_get(2)?;
+        let recurrence = match (cron, interval) {
+            (Some(c), _) => Recurrence::cron(&c, tz.as_deref())?,
+            (None, Some(i)) => Recurrence::every(i)?,
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(Schedule {
+            id,
+            recurrence,
+            catch_up: CatchUp::parse(&r.try_get::<String, _>(3)?),
+            max_catch_up: u32::try_from(r.try_get::<i64, _>(4)?).unwrap_or(1),
+            allow_overlap: r.try_get::<i64, _>(5)? != 0,
+            active: r.try_get::<i64, _>(6)? != 0,
+            handler: r.try_get(7)?,
+            payload: r.try_get(8)?,
+            policy: r.try_get(9)?,
+        }))
+    }
+
+    /// Queues the schedule's next fire time after the run for `fire_at`; the unique
+    /// `(schedule, fire_at)` index makes a second planner a no-op.
+    async fn plan_next(
+        &self,
+        sch: &Schedule,
+        fire_at: i64,
+        _row: &JobRow,
+    ) -> Result<(), JobsError> {
+        if !sch.active {
+            return Ok(());
+        }
+        let now = self.jobs.now();
+        let Some((next, run_at)) =
+            sch.recurrence
+                .plan(fire_at, now, sch.catch_up, sch.max_catch_up)
+        else {
+            return Ok(());
+        };
+        self.store()
+            .insert(
+                &crate::store::NewJob {
+                    handler: &sch.handler,
+                    payload: std::borrow::Cow::Borrowed(&sch.payload),
+                    policy: std::borrow::Cow::Borrowed(&sch.policy),
+                    run_at,
+                    unique_key: None,
+                    ordering_key: None,
+                    schedule_id: Some(sch.id),
+                    fire_at: Some(next),
+                },
+                now,
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Schedule {
+    id: i64,
+    recurrence: Recurrence,
+    catch_up: CatchUp,
+    max_catch_up: u32,
+    allow_overlap: bool,
+    active: bool,
+    handler: String,
+    payload: String,
+    policy: String,
+}

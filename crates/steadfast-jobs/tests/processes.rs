@@ -1,0 +1,219 @@
+//! Real worker processes (the `steadfast-jobs-testbed` binary), killed mid-job: leases, restarts
+//! and many workers. Bounds are short and configured (lease 1.5 s); every wait is bounded.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Db;
+use serde_json::json;
+use sqlx::Row;
+use steadfast::{Jitter, RetryPolicy};
+use steadfast_jobs::{JobOptions, JobState, Jobs};
+
+const LEASE_MS: u64 = 1500;
+
+struct Worker(Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(db: &Db, concurrency: u32) -> Worker {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_steadfast-jobs-testbed"));
+    cmd.args(["--db", &db.url, "--concurrency", &concurrency.to_string()])
+        .args(["--lease-ms", &LEASE_MS.to_string(), "--poll-ms", "100"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null());
+    if let Some(s) = &db.schema {
+        cmd.args(["--schema", s]);
+    }
+    Worker(cmd.spawn().expect("spawn the testbed worker"))
+}
+
+async fn wait_for<F, Fut>(what: &str, bound: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < bound {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out after {bound:?} waiting for {what}");
+}
+
+async fn jobs(db: &Db) -> Jobs {
+    let jobs = Jobs::builder().connect_with(db.opts.clone()).await.unwrap();
+    // The worker creates these too; the test reads them before any worker may have.
+    for sql in [
+        "CREATE TABLE IF NOT EXISTS testbed_effects (key TEXT PRIMARY KEY, job BIGINT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS testbed_runs (job BIGINT NOT NULL, attempt BIGINT NOT NULL, pid BIGINT NOT NULL, at BIGINT NOT NULL)",
+    ] {
+        sqlx::query(sql).execute(jobs.store().pool()).await.unwrap();
+    }
+    jobs
+}
+
+async fn count(jobs: &Jobs, sql: &str) -> i64 {
+    sqlx::query(sql)
+        .fetch_one(jobs.store().pool())
+        .await
+        .unwrap()
+        .try_get(0)
+        .unwrap()
+}
+
+both!(
+    crash_mid_job_completes_once_after_the_lease,
+    restart_resumes_backoff_at_its_stored_time
+);
+
+async fn crash_mid_job_completes_once_after_the_lease(db: Db) {
+    let jobs = jobs(&db).await;
+    let id = jobs
+        .queue(
+            "work",
+            &json!({"sleep_first_ms": 60_000}),
+            JobOptions::new(),
+        )
+        .await
+        .unwrap();
+    let mut a = spawn(&db, 2);
+    wait_for(
+        "the first attempt to start",
+        Duration::from_secs(20),
+        || async { count(&jobs, "SELECT COUNT(*) FROM testbed_runs").await == 1 },
+    )
+    .await;
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    let killed = Instant::now();
+    let _b = spawn(&db, 2);
+    wait_for(
+        "the job to complete in another worker",
+        Duration::from_secs(20),
+        || async { jobs.get(id).await.unwrap().unwrap().state == JobState::Done },
+    )
+    .await;
+    let recovered = killed.elapsed();
+    let job = jobs.get(id).await.unwrap().unwrap();
+    assert_eq!(job.attempts, 2, "the killed attempt counted, one more ran");
+    assert_eq!(
+        count(&jobs, "SELECT COUNT(*) FROM testbed_effects").await,
+        1,
+        "side effect once"
+    );
+    assert_eq!(
+        count(&jobs, "SELECT COUNT(DISTINCT pid) FROM testbed_runs").await,
+        2,
+        "two processes ran it"
+    );
+    // Not before the lease ran out (minus what had elapsed of it before the kill).
+    assert!(recovered < Duration::from_secs(15), "{recovered:?}");
+    eprintln!(
+        "crash figure: killed mid-job, completed in the other worker {recovered:?} later (lease {LEASE_MS} ms)"
+    );
+}
+
+async fn restart_resumes_backoff_at_its_stored_time(db: Db) {
+    let jobs = jobs(&db).await;
+    let policy = RetryPolicy::builder()
+        .base_delay(Duration::from_secs(3))
+        .jitter(Jitter::None)
+        .max_delay(Duration::from_secs(10));
+    let id = jobs
+        .queue("flaky", &json!({}), JobOptions::new().retry(policy))
+        .await
+        .unwrap();
+    let mut a = spawn(&db, 2);
+    wait_for(
+        "the first attempt to fail",
+        Duration::from_secs(20),
+        || async {
+            let j = jobs.get(id).await.unwrap().unwrap();
+            j.state == JobState::Available && j.attempts == 1
+        },
+    )
+    .await;
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    let stored = jobs.get(id).await.unwrap().unwrap();
+    let first_run: i64 = count(&jobs, "SELECT MIN(at) FROM testbed_runs").await;
+    let run_at = stored.run_at.timestamp_millis();
+    assert!(
+        (3_000..3_500).contains(&(run_at - first_run)),
+        "stored 3s after the failure: {}",
+        run_at - first_run
+    );
+    let _b = spawn(&db, 2);
+    wait_for(
+        "the retry to run in the restarted worker",
+        Duration::from_secs(20),
+        || async { jobs.get(id).await.unwrap().unwrap().state == JobState::Done },
+    )
+    .await;
+    let second_run: i64 = count(&jobs, "SELECT MAX(at) FROM testbed_runs").await;
+    assert!(second_run >= run_at, "ran before its stored time");
+    assert!(
+        second_run - run_at < 3_000,
+        "resumed {} ms after its stored time",
+        second_run - run_at
+    );
+    eprintln!(
+        "restart figure: retry stored for +3 s, ran {} ms after its stored time in a new process",
+        second_run - run_at
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: set STEADFAST_TEST_POSTGRES_URL"]
+async fn four_processes_ten_thousand_jobs_once_each() {
+    let Some(db) = Db::postgres("four_procs") else {
+        return;
+    };
+    let jobs = jobs(&db).await;
+    const N: i64 = 10_000;
+    jobs.queue_many("work", (0..N).map(|_| json!({"sleep_first_ms": 0})))
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let mut workers: Vec<Worker> = (0..4).map(|_| spawn(&db, 16)).collect();
+    // Kill one worker mid-run and start a replacement: its claimed jobs come back after the lease.
+    wait_for("a tenth of the jobs", Duration::from_secs(60), || async {
+        count(&jobs, "SELECT COUNT(*) FROM testbed_effects").await >= N / 10
+    })
+    .await;
+    workers[0].0.kill().unwrap();
+    workers.push(spawn(&db, 16));
+    wait_for("every job done", Duration::from_secs(90), || async {
+        jobs.stats().await.unwrap().done == N as u64
+    })
+    .await;
+    let elapsed = start.elapsed();
+    assert_eq!(
+        count(&jobs, "SELECT COUNT(*) FROM testbed_effects").await,
+        N,
+        "each side effect once"
+    );
+    assert_eq!(
+        count(&jobs, "SELECT COUNT(DISTINCT job) FROM testbed_effects").await,
+        N
+    );
+    let runs = count(&jobs, "SELECT COUNT(*) FROM testbed_runs").await;
+    assert!(runs >= N);
+    assert!(count(&jobs, "SELECT COUNT(DISTINCT pid) FROM testbed_runs").await >= 4);
+    let stats = jobs.stats().await.unwrap();
+    assert_eq!((stats.dead, stats.available, stats.running), (0, 0, 0));
+    eprintln!(
+        "4 processes x 10,000 jobs: {elapsed:?}, {runs} runs ({} re-run after the kill)",
+        runs - N
+    );
+}

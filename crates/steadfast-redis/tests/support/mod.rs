@@ -1,0 +1,2 @@
+//! Code shared by the tests and the `replica` example.
+pub mod replica;

@@ -1,0 +1,262 @@
+//! The scanner: every rule in one multi-pattern regex, one pass over the bytes.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use regex_automata::util::syntax;
+use regex_automata::{Anchored, Input, meta};
+
+use super::rule::Rule;
+
+/// What the scan needs of a rule once its pattern has won a span.
+struct Compiled {
+    name: Cow<'static, str>,
+    replacement: Cow<'static, str>,
+    check: Option<fn(&str) -> bool>,
+    /// The rule alone, when its pattern has a `KEEP` or `TAIL` group: run again, anchored, on
+    /// the span the scan found, to find them. (The scan's regex could report the groups, but
+    /// resolving them in an automaton of every rule costs far more than in one of one rule.)
+    groups: Option<meta::Regex>,
+}
+
+/// A compiled set of rules.
+///
+/// ```
+/// let s = steadfast::Sanitizer::default_rules();
+/// assert_eq!(s.sanitize("call with Bearer abc123def456ghi789"), "call with Bearer [redacted]");
+/// ```
+pub struct Sanitizer {
+    /// Every rule as one pattern of a multi-pattern regex: a match names the rule that won.
+    regex: meta::Regex,
+    rules: Vec<Compiled>,
+}
+
+impl fmt::Debug for Sanitizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sanitizer")
+            .field(
+                "rules",
+                &self
+                    .rules
+                    .iter()
+                    .map(|r| r.name.as_ref())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Room for the lazy DFA: with every rule in one automaton, the default 2 MiB cache is cleared
+/// often on match-dense text, and a cache cleared too often makes the engine give up on the DFA.
+const DFA_CACHE: usize = 16 << 20;
+const SIZE_LIMIT: usize = 64 << 20;
+/// Extra scans after a replacement that borders a word character (rare: a secret glued to a
+/// word). Each is linear, so the whole stays linear.
+const MAX_PASSES: usize = 3;
+
+impl Sanitizer {
+    /// The built-in rules followed by `extra` (which lose to the built-in ones at the same
+    /// position).
+    ///
+    /// See [`Rule`] for an example.
+    pub fn with_rules(extra: impl IntoIterator<Item = Rule>) -> Result<Sanitizer, regex::Error> {
+        Self::compile(super::BUILTIN_RULES.iter().cloned().chain(extra))
+    }
+
+    /// Exactly these rules, in this order.
+    ///
+    /// An invalid pattern is an error that names its rule.
+    ///
+    /// ```
+    /// let s = steadfast::Sanitizer::compile([steadfast::Rule::new("digits", r"\d+", "#")]).unwrap();
+    /// assert_eq!(s.sanitize("order 66"), "order #");
+    /// let bad = steadfast::Sanitizer::compile([steadfast::Rule::new("broken", "(x", "#")]);
+    /// assert!(bad.unwrap_err().to_string().contains("broken"));
+    /// ```
+    pub fn compile(rules: impl IntoIterator<Item = Rule>) -> Result<Sanitizer, regex::Error> {
+        let rules: Vec<Rule> = rules.into_iter().collect();
+        let patterns: Vec<&str> = rules.iter().map(|r| r.pattern.as_ref()).collect();
+        let regex = builder().build_many(&patterns).map_err(|e| {
+            // Say which rule is at fault: build them one by one (only on this error path).
+            let culprit = rules
+                .iter()
+                .find_map(|r| builder().build(&r.pattern).err().map(|e| (r, e)));
+            match culprit {
+                Some((rule, e)) => regex::Error::Syntax(format!("rule `{}`: {e}", rule.name)),
+                None => match e.size_limit() {
+                    Some(limit) => regex::Error::CompiledTooBig(limit),
+                    None => regex::Error::Syntax(e.to_string()),
+                },
+            }
+        })?;
+        let info = regex.group_info();
+        let compiled = rules
+            .into_iter()
+            .enumerate()
+            .map(|(i, rule)| {
+                let pid = regex_automata::PatternID::new_unchecked(i);
+                let groups =
+                    if info.to_index(pid, "KEEP").is_some() || info.to_index(pid, "TAIL").is_some()
+                    {
+                        // It compiled as part of the whole; alone it does too.
+                        Some(builder().build(&rule.pattern).map_err(|e| {
+                            regex::Error::Syntax(format!("rule `{}`: {e}", rule.name))
+                        })?)
+                    } else {
+                        None
+                    };
+                Ok(Compiled {
+                    name: rule.name,
+                    replacement: rule.replacement,
+                    check: rule.check,
+                    groups,
+                })
+            })
+            .collect::<Result<_, regex::Error>>()?;
+        Ok(Sanitizer {
+            regex,
+            rules: compiled,
+        })
+    }
+
+    /// Redacts `text`. Returns it unchanged (borrowed) when nothing matched.
+    ///
+    /// Time is linear in the length of `text`, whatever it holds.
+    ///
+    /// See [`Sanitizer`] for an example.
+    pub fn sanitize<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let Some((mut out, mut again)) = self.pass(text) else {
+            return Cow::Borrowed(text);
+        };
+        // A replacement next to a letter gives that letter a word boundary it did not have
+        // (`…10.0.0.1Authorization: x` → `[internal-host]Authorization: x`), so a rule anchored
+        // on `\b` may now match: look again, a bounded number of times, so that sanitizing
+        // sanitized text changes nothing.
+        for _ in 0..MAX_PASSES {
+            if !again {
+                break;
+            }
+            match self.pass(&out) {
+                Some((next, next_again)) => (out, again) = (next, next_again),
+                None => break,
+            }
+        }
+        Cow::Owned(out)
+    }
+
+    /// One scan: the redacted text (`None` when nothing was replaced), and whether a
+    /// replacement now borders a word character.
+    fn pass(&self, text: &str) -> Option<(String, bool)> {
+        let hay = text.as_bytes();
+        let mut again = false;
+        let mut out: Option<String> = None;
+        let mut copied = 0;
+        let mut at = 0;
+        let mut rescan_budget = text.len() + 4096;
+        while at <= hay.len() {
+            let Some(m) = self.regex.search(&Input::new(hay).span(at..hay.len())) else {
+                break;
+            };
+            // Patterns run on bytes; a span never splits a character of the text.
+            let start = floor_char(text, m.start());
+            let end = ceil_char(text, m.end());
+            let rule = &self.rules[m.pattern().as_usize()];
+            let (keep, tail) = match &rule.groups {
+                Some(alone) => {
+                    let mut caps = alone.create_captures();
+                    alone.search_captures(
+                        &Input::new(hay)
+                            .span(m.start()..m.end())
+                            .anchored(Anchored::Yes),
+                        &mut caps,
+                    );
+                    if caps.is_match() {
+                        (
+                            caps.get_group_by_name("KEEP").map_or(start, |s| s.end),
+                            caps.get_group_by_name("TAIL").map_or(end, |s| s.start),
+                        )
+                    } else {
+                        (start, end)
+                    }
+                }
+                None => (start, end),
+            };
+            // A group boundary inside a character (possible in a custom byte-level rule):
+            // redact the whole span rather than guess.
+            let (keep, tail) =
+                if keep <= tail && text.is_char_boundary(keep) && text.is_char_boundary(tail) {
+                    (keep, tail)
+                } else {
+                    (start, end)
+                };
+            let passes = rule.check.is_none_or(|check| check(&text[keep..tail]));
+            if passes {
+                let buf = out.get_or_insert_with(|| String::with_capacity(text.len()));
+                buf.push_str(&text[copied..start]);
+                buf.push_str(&text[start..keep]);
+                buf.push_str(&rule.replacement);
+                buf.push_str(&text[tail..end]);
+                copied = end;
+                let word =
+                    |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
+                again |= word(hay.get(end)) || (start > 0 && word(hay.get(start - 1)));
+            }
+            at = if end == start {
+                // An empty match: move on by one character.
+                ceil_char(text, end + 1)
+            } else if passes || keep == start {
+                end
+            } else {
+                // A failed check leaves the span as text, but what follows its `KEEP` part may
+                // still hold a match (`key: -----BEGIN PRIVATE KEY-----…`): scan it again,
+                // within a budget that keeps the whole scan linear.
+                let again = end - keep;
+                if again <= rescan_budget {
+                    rescan_budget -= again;
+                    keep
+                } else {
+                    end
+                }
+            };
+        }
+        let mut buf = out?;
+        buf.push_str(&text[copied..]);
+        Some((buf, again))
+    }
+
+    /// The names of the rules, in priority order.
+    ///
+    /// ```
+    /// assert!(steadfast::Sanitizer::default_rules().rule_names().any(|n| n == "jwt"));
+    /// ```
+    pub fn rule_names(&self) -> impl Iterator<Item = &str> {
+        self.rules.iter().map(|r| r.name.as_ref())
+    }
+}
+
+fn builder() -> meta::Builder {
+    let mut b = meta::Builder::new();
+    // Built-in patterns use byte classes such as `(?-u:[^\s])`, which may match part of a
+    // character; the scan widens every span to whole characters.
+    b.syntax(syntax::Config::new().utf8(false)).configure(
+        meta::Config::new()
+            .nfa_size_limit(Some(SIZE_LIMIT))
+            .dfa_size_limit(Some(SIZE_LIMIT))
+            .hybrid_cache_capacity(DFA_CACHE),
+    );
+    b
+}
+
+fn floor_char(text: &str, mut i: usize) -> usize {
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char(text: &str, mut i: usize) -> usize {
+    while i < text.len() && !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}

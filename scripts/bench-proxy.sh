@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The cost of a pipe: what a proxy adds to each MCP call, measured with a raw JSON-RPC driver
+# and a minimal echo upstream (crates/steadfast-bench-proxy), all processes pinned to one CPU.
+#
+#   scripts/bench-proxy.sh            # RUNS=5 SEQ=20000 CONC=200000 INFLIGHT=64 CPU=1
+#
+# Configurations, run interleaved in each round so that they share the machine's state:
+#   direct      driver → echo-upstream
+#   byte relay  driver → byte-relay → echo-upstream      (the floor for any process in a pipe)
+#   steadfast   driver → steadfast proxy → echo-upstream (stdio front)
+#   + any extra "label=command line" given in EXTRA (the upstream is appended after `--`).
+# Prints a markdown table: medians over the rounds of µs per sequential call, µs added per
+# call vs direct, and calls/s with INFLIGHT in flight. Each run is bounded (DEADLINE seconds).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${RUNS:-5}"
+SEQ="${SEQ:-20000}"
+WARMUP="${WARMUP:-2000}"
+CONC="${CONC:-200000}"
+INFLIGHT="${INFLIGHT:-64}"
+CPU="${CPU:-1}"
+DEADLINE="${DEADLINE:-120}"
+
+if [ -z "${SKIP_BUILD:-}" ]; then
+  timeout 3600 cargo build --quiet --release -p steadfast-bench-proxy -p steadfast-cli >&2
+fi
+B="$(pwd)/target/release"
+STEADFAST="${STEADFAST_BIN:-$B/steadfast}"
+
+configs=("direct=" "byte relay=$B/byte-relay --" "steadfast proxy (stdio)=$STEADFAST proxy --")
+if [ -n "${EXTRA:-}" ]; then
+  while IFS= read -r line; do [ -n "$line" ] && configs+=("$line"); done <<< "$EXTRA"
+fi
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+for round in $(seq 1 "$RUNS"); do
+  for cfg in "${configs[@]}"; do
+    label="${cfg%%=*}"
+    wrapper="${cfg#*=}"
+    # shellcheck disable=SC2086 # the wrapper is a command line
+    if result=$(taskset -c "$CPU" timeout $((DEADLINE + 10)) "$B/rpc-driver" \
+        --warmup "$WARMUP" --seq "$SEQ" --conc "$CONC" --inflight "$INFLIGHT" --deadline "$DEADLINE" \
+        -- $wrapper "$B/echo-upstream"); then
+      printf '%s\t%s\n' "$label" "$result" >> "$out"
+      echo "round $round: $label: $result" >&2
+    else
+      printf '%s\t{"failed": true}\n' "$label" >> "$out"
+      echo "round $round: $label: FAILED" >&2
+    fi
+  done
+done
+
+python3 - "$out" "$INFLIGHT" "$RUNS" "$CPU" <<'PY'
+import json, statistics, sys
+path, inflight, runs, cpu = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+rows = {}
+for line in open(path):
+    label, data = line.rstrip("\n").split("\t", 1)
+    rows.setdefault(label, []).append(json.loads(data))
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+ok = {k: [r for r in v if not r.get("failed")] for k, v in rows.items()}
+base = med([r["seq_us_p50"] for r in ok.get("direct", [])])
+base_mean = med([r["seq_us_mean"] for r in ok.get("direct", [])])
+print(f"| pinned to CPU {cpu}, median of {runs} rounds | µs per sequential call: p50 (mean) | added vs direct: p50 (mean) | calls/s, {inflight} in flight (range) |")
+print("|---|---|---|---|")
+for label, rs in ok.items():
+    if not rs:
+        print(f"| {label} | failed | — | failed |")
+        continue
+    p50 = med([r["seq_us_p50"] for r in rs])
+    mean = med([r["seq_us_mean"] for r in rs])
+    cps = [r["calls_per_s"] for r in rs]
+    added = "—" if label == "direct" else f"+{p50 - base:.1f} (+{mean - base_mean:.1f})"
+    print(f"| {label} | {p50:.1f} ({mean:.1f}) | {added} | {med(cps):,.0f} ({min(cps):,.0f}–{max(cps):,.0f}) |")
+PY
