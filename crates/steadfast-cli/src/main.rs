@@ -260,10 +260,11 @@ fn proxy_config(
     };
     let text = toml::to_string(&merge_toml(under, over))?;
     let mut config = Config::parse_toml_all(&text, "<command line>").map_err(config_errors)?;
-    // An mcpServers file contributes its upstream only.
+    // An mcpServers file contributes its upstreams only.
     if let Some(f) = file_config {
-        if config.upstream.is_none() {
+        if config.upstream.is_none() && config.upstreams.is_empty() {
             config.upstream = f.upstream;
+            config.upstreams = f.upstreams;
         }
         config.warnings.extend(f.warnings);
     }
@@ -348,9 +349,22 @@ fn main() -> ExitCode {
                 for w in &config.warnings {
                     eprintln!("steadfast: warning: {w}");
                 }
-                match &config.upstream {
-                    Some(u) => say!("{}: ok (upstream: {u})", file.display()),
-                    None => say!("{}: ok (no upstream; give one after `--`)", file.display()),
+                match (&config.upstream, config.upstreams.as_slice()) {
+                    (Some(u), _) => say!("{}: ok (upstream: {u})", file.display()),
+                    (None, []) => {
+                        say!("{}: ok (no upstream; give one after `--`)", file.display())
+                    }
+                    (None, several) => say!(
+                        "{}: ok ({} upstreams, tools named NAME{}TOOL: {})",
+                        file.display(),
+                        several.len(),
+                        config.separator,
+                        several
+                            .iter()
+                            .map(|u| u.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 }
                 Ok(())
             }
@@ -406,13 +420,21 @@ fn run_proxy(
     }
     let upstream = match command.split_first() {
         Some((program, args)) => {
-            steadfast_mcp::Upstream::command(program.clone(), args.iter().cloned())
+            if !config.upstreams.is_empty() {
+                tracing::warn!(
+                    "the command after `--` is the only upstream; the config's [upstreams.*] are not started"
+                );
+            }
+            steadfast_gateway::UpstreamSet::One(steadfast_mcp::Upstream::command(
+                program.clone(),
+                args.iter().cloned(),
+            ))
         }
-        None => match config.upstream.clone() {
+        None => match steadfast_gateway::UpstreamSet::from_config(&config) {
             Some(u) => u,
             None => {
                 return fail(
-                    &"no upstream: give one after `--` (steadfast proxy -- python3 server.py) or in the config's [upstream]",
+                    &"no upstream: give one after `--` (steadfast proxy -- python3 server.py), in the config's [upstream], or several as [upstreams.NAME]",
                 );
             }
         },

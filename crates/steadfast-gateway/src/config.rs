@@ -54,6 +54,9 @@ pub const PROXY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// tool that never answers is answered (TIMEOUT) within three minutes.
 pub const PROXY_MAX_ELAPSED: Duration = Duration::from_secs(170);
 
+/// How long a list waits for each upstream, by default, before answering without it.
+pub const DEFAULT_LIST_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A configuration error, located in its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -190,6 +193,53 @@ struct RawUpstream {
     headers: BTreeMap<String, String>,
 }
 
+/// `[upstreams.NAME]`: an upstream's connection, and settings that apply to its tools only.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNamedUpstream {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// Skipped when true (as an `mcpServers` entry's `disabled`).
+    #[serde(default)]
+    disabled: bool,
+    /// This upstream's own retry budget instead of a copy of `[budget]`.
+    budget: Option<BudgetConfigBuilder>,
+    /// Per-tool settings by the upstream's own tool names (or globs).
+    #[serde(default)]
+    tools: BTreeMap<String, ToolSettings>,
+}
+
+impl RawNamedUpstream {
+    fn connection(&self) -> RawUpstream {
+        RawUpstream {
+            command: self.command.clone(),
+            args: self.args.clone(),
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+        }
+    }
+}
+
+/// One upstream of several behind one endpoint.
+#[derive(Debug, Clone)]
+pub struct NamedUpstream {
+    /// Its name in the config; its tools are listed as `NAME` + separator + tool.
+    pub name: String,
+    /// How to reach it.
+    pub spec: Upstream,
+    /// Its own retry budget (`[upstreams.NAME.budget]`), else a copy of `[budget]`.
+    pub budget: Option<BudgetConfig>,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawProxy {
@@ -207,6 +257,9 @@ struct RawProxy {
     max_message_size: Option<usize>,
     max_in_flight: Option<usize>,
     max_queued_notifications: Option<usize>,
+    separator: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    list_timeout: Option<Duration>,
 }
 
 /// One cap: at most `max` calls (attempts) per `window`.
@@ -276,6 +329,8 @@ impl Limits {
 struct RawConfig {
     upstream: Option<RawUpstream>,
     #[serde(default)]
+    upstreams: BTreeMap<String, RawNamedUpstream>,
+    #[serde(default)]
     limits: Limits,
     #[cfg(feature = "redis")]
     #[serde(default)]
@@ -307,8 +362,16 @@ enum Pattern {
 
 /// A loaded, validated configuration.
 pub struct Config {
-    /// The server to proxy, if the file names one.
+    /// The server to proxy, if the file names one (`[upstream]`, or one `mcpServers` entry).
     pub upstream: Option<Upstream>,
+    /// Several servers behind one endpoint (`[upstreams.NAME]`, or every enabled `mcpServers`
+    /// entry), their tools and prompts namespaced.
+    pub upstreams: Vec<NamedUpstream>,
+    /// Between an upstream's name and its tools' names (`[proxy] separator`, default `_`).
+    pub separator: String,
+    /// How long a list (tools, prompts, resources) waits for each upstream before answering
+    /// with what the others listed.
+    pub list_timeout: Duration,
     /// The health tool's name, if enabled.
     pub health_tool: Option<String>,
     /// How long a call waits for a restarting upstream before it counts as not sent.
@@ -436,6 +499,86 @@ impl Config {
             }
             None => None,
         };
+        let separator = raw
+            .proxy
+            .separator
+            .clone()
+            .unwrap_or_else(|| crate::naming::DEFAULT_SEPARATOR.to_owned());
+        if let Err(message) = crate::naming::check_separator(&separator) {
+            errors.push(ConfigError {
+                file: file.to_owned(),
+                line: find_key_line(text, "proxy", "separator"),
+                key: "proxy.separator".into(),
+                message,
+            });
+        }
+        if raw.upstream.is_some() && !raw.upstreams.is_empty() {
+            errors.push(ConfigError {
+                file: file.to_owned(),
+                line: find_key_line(text, "upstream", ""),
+                key: "upstream".into(),
+                message: "give either [upstream] (one server; its tools keep their names) or \
+                          [upstreams.NAME] tables (several; tools are namespaced), not both"
+                    .into(),
+            });
+        }
+        let mut upstreams = Vec::new();
+        // Per-upstream tool settings become patterns on the names clients see.
+        let mut tool_entries: Vec<(String, String, ToolSettings)> = raw
+            .tools
+            .iter()
+            .map(|(n, s)| (n.clone(), format!("tools.{}", quote_key(n)), s.clone()))
+            .collect();
+        for (name, u) in raw.upstreams.iter().filter(|(_, u)| !u.disabled) {
+            let table = format!("upstreams.{}", quote_key(name));
+            if let Err(message) = crate::naming::check_upstream_name(name) {
+                errors.push(ConfigError {
+                    file: file.to_owned(),
+                    line: find_key_line(text, &table, ""),
+                    key: table.clone(),
+                    message,
+                });
+            }
+            let budget = match u.budget.as_ref().map(|b| b.build()) {
+                Some(Ok(b)) => Some(b),
+                Some(Err(e)) => {
+                    errors.push(policy_err(&table, "budget", e));
+                    None
+                }
+                None => None,
+            };
+            match upstream_in(u.connection(), file, text, &table) {
+                Ok(spec) => upstreams.push(NamedUpstream {
+                    name: name.clone(),
+                    spec,
+                    budget,
+                }),
+                Err(e) => errors.push(e),
+            }
+            let prefix = crate::naming::prefix(name);
+            for (tool, settings) in &u.tools {
+                let pattern = if tool.contains(['*', '?', '[', '{']) {
+                    format!("{prefix}{separator}{tool}")
+                } else {
+                    crate::naming::exposed(&prefix, &separator, tool)
+                };
+                tool_entries.push((
+                    pattern,
+                    format!("{table}.tools.{}", quote_key(tool)),
+                    settings.clone(),
+                ));
+            }
+        }
+        let names: Vec<&String> = upstreams.iter().map(|u| &u.name).collect();
+        if let Some((_, long, message)) = crate::naming::ambiguous(&names, &separator) {
+            let table = format!("upstreams.{}", quote_key(&long));
+            errors.push(ConfigError {
+                file: file.to_owned(),
+                line: find_key_line(text, &table, ""),
+                key: table,
+                message,
+            });
+        }
         // Tools are checked on valid defaults, so one bad default is reported once.
         let base = match raw.defaults.resolve() {
             Ok(_) => raw.defaults.clone(),
@@ -447,8 +590,7 @@ impl Config {
         let mut tools = Vec::new();
         let mut breaker_owner: BTreeMap<String, String> = BTreeMap::new();
         let mut warnings = Vec::new();
-        for (name, settings) in raw.tools.clone() {
-            let table = format!("tools.{}", quote_key(&name));
+        for (name, table, settings) in tool_entries {
             if let Err((sub, e)) = base.layer(&settings).resolve() {
                 errors.push(policy_err(&table, sub, e));
                 continue;
@@ -528,6 +670,7 @@ impl Config {
         let zero_duration = [
             ("init_timeout", p.init_timeout),
             ("request_timeout", p.request_timeout),
+            ("list_timeout", p.list_timeout),
         ];
         for (key, d) in zero_duration {
             if d == Some(Duration::ZERO) {
@@ -578,6 +721,9 @@ impl Config {
         };
         Ok(Config {
             upstream,
+            upstreams,
+            separator,
+            list_timeout: p.list_timeout.unwrap_or(DEFAULT_LIST_TIMEOUT),
             health_tool: raw.proxy.health_tool,
             reconnect_wait,
             connect,
@@ -648,6 +794,62 @@ impl Config {
             .filter(|(_, v)| v.get("disabled").and_then(serde_json::Value::as_bool) != Some(true))
             .map(|(k, _)| k)
             .collect();
+        let entry_upstream = |name: &str| -> Result<Upstream, ConfigError> {
+            let key = format!("mcpServers.{name}");
+            let entry: Entry = serde_json::from_value(doc.mcp_servers[name].clone())
+                .map_err(|e| err(line_of(name), key.clone(), e.to_string()))?;
+            let _ = entry.disabled;
+            let kind = entry
+                .kind
+                .as_deref()
+                .or(entry.transport.as_deref())
+                .map(|k| k.to_ascii_lowercase().replace(['_', '-'], ""));
+            let raw = match kind.as_deref() {
+                Some("http" | "streamablehttp" | "streamable") => RawUpstream {
+                    url: entry.url,
+                    headers: entry.headers,
+                    ..RawUpstream::default()
+                },
+                Some("sse") => {
+                    return Err(err(
+                        line_of(name),
+                        format!("{key}.type"),
+                        "the SSE transport is deprecated and not supported; use the server's streamable HTTP endpoint (type \"http\")".into(),
+                    ));
+                }
+                Some("stdio") | None => RawUpstream {
+                    command: entry.command,
+                    args: entry.args,
+                    env: entry.env,
+                    cwd: entry.cwd,
+                    url: entry.url,
+                    headers: entry.headers,
+                },
+                Some(other) => {
+                    return Err(err(
+                        line_of(name),
+                        format!("{key}.type"),
+                        format!("unknown transport `{other}`: expected \"stdio\" or \"http\""),
+                    ));
+                }
+            };
+            if wraps_itself(&raw, file, name) {
+                return Err(err(
+                    line_of(name),
+                    key,
+                    "runs `steadfast proxy` on this same file and entry: it would start itself \
+                     without end. Point the entry at the real server, and wrap it from another \
+                     file or entry"
+                        .into(),
+                ));
+            }
+            let upstream = upstream_from(raw, file, text).map_err(|mut e| {
+                e.key = e.key.replacen("upstream", &key, 1);
+                e.line = e.line.or_else(|| line_of(name));
+                e
+            })?;
+            Ok(upstream)
+        };
         let name = match server {
             Some(s) => {
                 let Some(v) = doc.mcp_servers.get(s) else {
@@ -682,76 +884,39 @@ impl Config {
                 ));
             }
             None => {
-                return Err(err(
-                    None,
-                    "mcpServers".into(),
-                    format!(
-                        "has {} enabled servers; choose one with --server ({})",
-                        enabled.len(),
-                        enabled
-                            .iter()
-                            .map(|s| s.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ));
+                // Every enabled entry, behind one endpoint.
+                let mut upstreams = Vec::new();
+                for name in &enabled {
+                    upstreams.push(NamedUpstream {
+                        name: (*name).clone(),
+                        spec: entry_upstream(name)?,
+                        budget: None,
+                    });
+                }
+                let names: Vec<&String> = upstreams.iter().map(|u| &u.name).collect();
+                let defaults = Config::default();
+                if let Some((_, long, message)) =
+                    crate::naming::ambiguous(&names, &defaults.separator)
+                {
+                    return Err(err(line_of(&long), format!("mcpServers.{long}"), message));
+                }
+                if let Some(bad) = names
+                    .iter()
+                    .find(|n| crate::naming::check_upstream_name(n).is_err())
+                {
+                    let message = crate::naming::check_upstream_name(bad)
+                        .err()
+                        .unwrap_or_default();
+                    return Err(err(line_of(bad), format!("mcpServers.{bad}"), message));
+                }
+                return Ok(Config {
+                    upstreams,
+                    ..defaults
+                });
             }
         };
-        let key = format!("mcpServers.{name}");
-        let entry: Entry = serde_json::from_value(doc.mcp_servers[&name].clone())
-            .map_err(|e| err(line_of(&name), key.clone(), e.to_string()))?;
-        let _ = entry.disabled;
-        let kind = entry
-            .kind
-            .as_deref()
-            .or(entry.transport.as_deref())
-            .map(|k| k.to_ascii_lowercase().replace(['_', '-'], ""));
-        let raw = match kind.as_deref() {
-            Some("http" | "streamablehttp" | "streamable") => RawUpstream {
-                url: entry.url,
-                headers: entry.headers,
-                ..RawUpstream::default()
-            },
-            Some("sse") => {
-                return Err(err(
-                    line_of(&name),
-                    format!("{key}.type"),
-                    "the SSE transport is deprecated and not supported; use the server's streamable HTTP endpoint (type \"http\")".into(),
-                ));
-            }
-            Some("stdio") | None => RawUpstream {
-                command: entry.command,
-                args: entry.args,
-                env: entry.env,
-                cwd: entry.cwd,
-                url: entry.url,
-                headers: entry.headers,
-            },
-            Some(other) => {
-                return Err(err(
-                    line_of(&name),
-                    format!("{key}.type"),
-                    format!("unknown transport `{other}`: expected \"stdio\" or \"http\""),
-                ));
-            }
-        };
-        if wraps_itself(&raw, file, &name) {
-            return Err(err(
-                line_of(&name),
-                key,
-                "runs `steadfast proxy` on this same file and entry: it would start itself \
-                 without end. Point the entry at the real server, and wrap it from another \
-                 file or entry"
-                    .into(),
-            ));
-        }
-        let upstream = upstream_from(raw, file, text).map_err(|mut e| {
-            e.key = e.key.replacen("upstream", &key, 1);
-            e.line = e.line.or_else(|| line_of(&name));
-            e
-        })?;
         Ok(Config {
-            upstream: Some(upstream),
+            upstream: Some(entry_upstream(&name)?),
             ..Config::default()
         })
     }
@@ -846,10 +1011,19 @@ fn wraps_itself(u: &RawUpstream, file: &str, name: &str) -> bool {
 }
 
 fn upstream_from(u: RawUpstream, file: &str, text: &str) -> Result<Upstream, ConfigError> {
+    upstream_in(u, file, text, "upstream")
+}
+
+fn upstream_in(
+    u: RawUpstream,
+    file: &str,
+    text: &str,
+    table: &str,
+) -> Result<Upstream, ConfigError> {
     let err = |key: &str, message: &str| ConfigError {
         file: file.to_owned(),
-        line: find_key_line(text, "upstream", key),
-        key: format!("upstream.{key}"),
+        line: find_key_line(text, table, key),
+        key: format!("{table}.{key}"),
         message: message.to_owned(),
     };
     match (u.command, u.url) {
@@ -1245,6 +1419,7 @@ breaker = false
         let mut keys = Vec::new();
         keys.extend(field_names::<RawConfig>());
         keys.extend(field_names::<RawUpstream>());
+        keys.extend(field_names::<RawNamedUpstream>());
         keys.extend(field_names::<RawProxy>());
         keys.extend(field_names::<ToolSettings>());
         keys.extend(field_names::<RetryPolicyBuilder>());

@@ -21,18 +21,40 @@ pub fn tool(config: &Config) -> Option<Value> {
 
 /// The health tool's result for `session`.
 pub fn result(session: &Arc<Session>) -> Value {
-    let report = json!({
-        "upstream": {
-            "connected": session.upstream.is_connected(),
-            "restarts": session.upstream.restarts(),
-        },
+    let mut upstreams = serde_json::Map::new();
+    let mut tools = serde_json::Map::new();
+    let mut breakers = serde_json::Map::new();
+    for r in session.router.routes() {
+        upstreams.insert(
+            r.name.clone(),
+            json!({
+                "connected": r.upstream.is_connected(),
+                "restarts": r.upstream.restarts(),
+            }),
+        );
+        if let Ok(Value::Object(t)) = serde_json::to_value(r.tools.metrics.snapshot().tools) {
+            tools.extend(t);
+        }
+        if let Ok(Value::Object(b)) = serde_json::to_value(r.tools.breaker_stats()) {
+            breakers.extend(b);
+        }
+    }
+    let mut report = json!({
         "client": {
             "in_flight": session.in_flight(),
             "notifications_dropped": session.client.out.dropped(),
         },
-        "tools": session.tools.metrics.snapshot().tools,
-        "breakers": session.tools.breaker_stats(),
+        "tools": tools,
+        "breakers": breakers,
     });
+    if session.router.is_namespaced() {
+        report["upstreams"] = Value::Object(upstreams);
+    } else {
+        report["upstream"] = json!({
+            "connected": session.upstream().is_connected(),
+            "restarts": session.upstream().restarts(),
+        });
+    }
     json!({
         "content": [{"type": "text", "text": report.to_string()}],
         "structuredContent": report,

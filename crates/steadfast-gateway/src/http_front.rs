@@ -29,9 +29,8 @@ use crate::client::Client;
 use crate::config::Config;
 use crate::framing::Frame;
 use crate::jsonrpc::{Envelope, Kind};
+use crate::router::{Router, UpstreamSet};
 use crate::session::Session;
-use crate::tools::Tools;
-use crate::upstream::Upstream;
 
 /// How the HTTP front listens and whom it lets in.
 #[derive(Debug, Clone)]
@@ -62,8 +61,7 @@ impl Default for HttpOptions {
 
 struct Front {
     prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    upstream: Arc<Upstream>,
-    tools: Arc<Tools>,
+    router: Arc<Router>,
     config: Arc<Config>,
     options: HttpOptions,
     /// Open sessions and when each was last used.
@@ -83,22 +81,22 @@ fn full(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
 /// Serves MCP over streamable HTTP until a signal arrives; returns the address it bound.
 pub async fn serve_http(
     config: Config,
-    upstream: steadfast_mcp::Upstream,
+    upstreams: impl Into<UpstreamSet>,
     options: HttpOptions,
     bound: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
     reload: Option<crate::Reload>,
 ) -> std::io::Result<crate::Exit> {
     let config = Arc::new(config);
-    let up = Upstream::new("upstream", upstream, config.upstream_settings());
     let shared = crate::shared::Shared::connect(&config).await;
+    let router = Router::build(upstreams.into(), &config, &shared)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     // The process's metrics recorder, unless one is installed already (a library user's).
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .ok();
     let front = Arc::new(Front {
         prometheus,
-        upstream: up.clone(),
-        tools: Arc::new(Tools::with_shared(config.clone(), shared)),
+        router: router.clone(),
         config,
         options: options.clone(),
         sessions: Mutex::default(),
@@ -145,7 +143,10 @@ pub async fn serve_http(
             _ = int.recv() => break crate::Exit::Signal(libc::SIGINT),
             _ = hup.recv() => match reload.as_ref().map(|r| r()) {
                 Some(Ok(new)) => {
-                    front.tools.reload(Arc::new(new));
+                    if crate::stdio_front::upstreams_differ(&new, &front.config) {
+                        tracing::warn!("the new config names other upstreams; that takes a restart");
+                    }
+                    front.router.reload(Arc::new(new));
                     tracing::info!("config reloaded: policies, limits and budget in force for new calls");
                 }
                 Some(Err(errors)) => {
@@ -165,9 +166,7 @@ pub async fn serve_http(
     {
         end(&s);
     }
-    up.shutdown();
-    let grace = up.settings().shutdown_grace;
-    let _ = tokio::time::timeout(grace * 3 + Duration::from_secs(1), up.stopped()).await;
+    router.shutdown().await;
     Ok(exit)
 }
 
@@ -208,12 +207,12 @@ impl Front {
         match req.uri().path() {
             "/healthz" => return full(StatusCode::OK, "ok\n"),
             "/readyz" => {
-                return if self.upstream.is_connected() {
+                return if self.router.any_connected() {
                     full(StatusCode::OK, "ready\n")
                 } else {
                     full(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        "the upstream is not connected\n",
+                        "no upstream is connected\n",
                     )
                 };
             }
@@ -334,7 +333,7 @@ impl Front {
         session_id: Option<String>,
         req: Request<Incoming>,
     ) -> Response<Body> {
-        let max = self.upstream.settings().max_message_size;
+        let max = self.config.upstream_settings().max_message_size;
         let body = match Limited::new(req.into_body(), max).collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => {
@@ -371,13 +370,7 @@ impl Front {
                 let id = format!("{:032x}", random_u128());
                 let limits = self.config.limits;
                 let client = Client::new(limits.max_queued_notifications);
-                let s = Session::with_id(
-                    id,
-                    client,
-                    self.upstream.clone(),
-                    self.tools.clone(),
-                    limits,
-                );
+                let s = Session::with_id(id, client, self.router.clone(), limits);
                 (s, true)
             }
             (None, _) => {

@@ -20,6 +20,8 @@ pub mod code {
     pub const INVALID_REQUEST: i64 = -32600;
     /// Valid JSON-RPC, invalid parameters.
     pub const INVALID_PARAMS: i64 = -32602;
+    /// The method does not exist (or cannot be routed).
+    pub const METHOD_NOT_FOUND: i64 = -32601;
     /// Internal error (the upstream could not be reached, and similar).
     pub const INTERNAL_ERROR: i64 = -32603;
     /// Steadfast: the upstream did not answer in time.

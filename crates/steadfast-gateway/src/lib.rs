@@ -23,13 +23,16 @@
 pub mod client;
 pub mod config;
 pub mod framing;
+mod gather;
 pub mod health;
 #[cfg(feature = "http")]
 pub mod http_front;
 pub mod jsonrpc;
 pub mod limits;
 mod memory;
+pub mod naming;
 pub mod outbound;
+pub mod router;
 pub mod sanitize;
 pub mod session;
 pub mod shared;
@@ -42,5 +45,6 @@ pub use config::{Config, ConfigError};
 #[cfg(feature = "http")]
 pub use http_front::{HttpOptions, serve_http};
 pub use limits::Limits;
+pub use router::{Router, UpstreamSet};
 pub use stdio_front::{Exit, Reload, serve_stdio, serve_stdio_with};
 pub use upstream::{DEPTH_VAR, MAX_DEPTH};

@@ -18,21 +18,25 @@ use crate::client::Client;
 use crate::framing::Frame;
 use crate::jsonrpc::{self, Envelope, Kind, Malformed, code};
 use crate::limits::Limits;
+use crate::router::{Route, Router};
 use crate::tools::Tools;
 use crate::upstream::{Params, Reply, Upstream};
 
-/// A client session over one upstream.
+/// A client session over the endpoint's upstreams.
 pub struct Session {
     /// This session's id (call limits count per session).
     pub id: String,
     /// The client's side.
     pub client: Arc<Client>,
-    /// The upstream.
-    pub upstream: Arc<Upstream>,
-    /// Per-tool state.
-    pub tools: Arc<Tools>,
+    /// The upstreams, and which one each request goes to.
+    pub router: Arc<Router>,
     /// Bounds.
     pub limits: Limits,
+    /// Cancelled when the session ends: its background watchers stop.
+    pub(crate) closed: CancellationToken,
+    /// Upstreams this session waits for, to announce their lists when they come (one watcher
+    /// each at most).
+    pub(crate) watching: Mutex<std::collections::HashSet<String>>,
     /// Requests in flight by client id: a serial (so a finished task never removes a newer
     /// request that reused its id) and the request's cancellation.
     in_flight: Mutex<HashMap<String, (u64, CancellationToken)>>,
@@ -79,20 +83,14 @@ impl Drop for Registered {
 
 impl Session {
     /// A session for `client` over `upstream`.
-    pub fn new(
-        client: Arc<Client>,
-        upstream: Arc<Upstream>,
-        tools: Arc<Tools>,
-        limits: Limits,
-    ) -> Arc<Self> {
+    pub fn new(client: Arc<Client>, router: Arc<Router>, limits: Limits) -> Arc<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         Self::with_id(
             format!("stdio-{}-{nanos:x}", std::process::id()),
             client,
-            upstream,
-            tools,
+            router,
             limits,
         )
     }
@@ -101,21 +99,31 @@ impl Session {
     pub fn with_id(
         id: String,
         client: Arc<Client>,
-        upstream: Arc<Upstream>,
-        tools: Arc<Tools>,
+        router: Arc<Router>,
         limits: Limits,
     ) -> Arc<Self> {
         Arc::new(Self {
             id,
             client,
-            upstream,
-            tools,
+            router,
             limits,
+            closed: CancellationToken::new(),
+            watching: Mutex::default(),
             in_flight: Mutex::default(),
             serial: std::sync::atomic::AtomicU64::new(0),
             warned_garbage: AtomicBool::new(false),
             warned_unlisted: AtomicBool::new(false),
         })
+    }
+
+    /// The first upstream (the only one unless several are configured).
+    pub fn upstream(&self) -> &Arc<Upstream> {
+        &self.router.first().upstream
+    }
+
+    /// The first upstream's tool state; its config is every route's.
+    pub fn tools(&self) -> &Arc<Tools> {
+        &self.router.first().tools
     }
 
     /// An error answer a peer can provoke at will (capped on the queue; see `respond_capped`).
@@ -124,7 +132,7 @@ impl Session {
             .respond_capped(id, jsonrpc::error_response(id, code, message));
     }
 
-    fn reply_error(&self, id: &str, code: i64, message: &str) {
+    pub(crate) fn reply_error(&self, id: &str, code: i64, message: &str) {
         self.client
             .respond(id, jsonrpc::error_response(id, code, message));
     }
@@ -140,6 +148,7 @@ impl Session {
     /// Cancels every request in flight (the client went away): their upstream requests are
     /// cancelled as their tasks drop them.
     pub fn cancel_all(&self) {
+        self.closed.cancel();
         let drained: Vec<CancellationToken> = self
             .in_flight
             .lock()
@@ -168,7 +177,7 @@ impl Session {
                         code::TOO_LARGE,
                         &format!(
                             "the message ({len} bytes) exceeds max_message_size ({} bytes)",
-                            self.upstream.settings().max_message_size
+                            self.upstream().settings().max_message_size
                         ),
                     );
                 }
@@ -274,10 +283,14 @@ impl Session {
                 let id = id.to_owned();
                 tokio::spawn(async move {
                     let _reg = reg;
-                    me.initialize(&id, &params).await;
+                    if me.router.is_namespaced() {
+                        me.initialize_all(&id, &params).await;
+                    } else {
+                        me.initialize(&id, &params).await;
+                    }
                 });
             }
-            _ if !self.upstream.is_started() => self.refuse(
+            _ if !self.router.is_started() => self.refuse(
                 id,
                 code::INVALID_REQUEST,
                 "the session is not initialized: send initialize first",
@@ -340,16 +353,13 @@ impl Session {
     }
 
     async fn initialize(self: &Arc<Self>, id: &str, params: &str) {
-        self.upstream.start(params, self.client.clone());
-        let bound = self.upstream.settings().init_timeout;
-        match self.upstream.wait_connected(bound).await {
+        let (upstream, tools) = (self.upstream(), self.tools());
+        upstream.start(params, self.client.clone());
+        let bound = upstream.settings().init_timeout;
+        match upstream.wait_connected(bound).await {
             Ok(()) => {
-                let config = self.tools.config();
-                if let Some(h) = config
-                    .health_tool
-                    .as_deref()
-                    .filter(|h| self.upstream.lists(h))
-                {
+                let config = tools.config();
+                if let Some(h) = config.health_tool.as_deref().filter(|h| upstream.lists(h)) {
                     return self.reply_error(
                         id,
                         code::INVALID_REQUEST,
@@ -361,12 +371,12 @@ impl Session {
                 }
                 // Breakers exist from the start for every listed tool, so a shared one hears
                 // of an outage another replica saw before this one calls the tool.
-                for name in self.upstream.listed_names() {
-                    self.tools.entry(&name, true);
+                for name in upstream.listed_names() {
+                    tools.entry(&name, true);
                 }
                 if !self.warned_unlisted.swap(true, Ordering::Relaxed) {
                     for name in config.exact_tool_names() {
-                        if !self.upstream.lists(name) {
+                        if !upstream.lists(name) {
                             tracing::warn!(
                                 tool = name,
                                 "the config sets a policy for a tool the upstream does not list"
@@ -374,10 +384,7 @@ impl Session {
                         }
                     }
                 }
-                let result = self
-                    .upstream
-                    .init_result()
-                    .unwrap_or_else(|| "{}".to_owned());
+                let result = upstream.init_result().unwrap_or_else(|| "{}".to_owned());
                 let result = self.adjust_init_result(result);
                 self.client
                     .respond(id, jsonrpc::result_response(id, &result));
@@ -387,7 +394,7 @@ impl Session {
                 code::UPSTREAM_UNAVAILABLE,
                 &format!(
                     "the upstream server ({}) did not complete its handshake within {:?}: {}",
-                    self.upstream.describe(),
+                    upstream.describe(),
                     bound,
                     steadfast::sanitize(&why)
                 ),
@@ -398,7 +405,7 @@ impl Session {
     /// The server's own `initialize` result, with the tools capability added when only the
     /// health tool provides tools.
     fn adjust_init_result(&self, result: String) -> String {
-        if self.tools.config().health_tool.is_none() || result.contains("\"tools\"") {
+        if self.tools().config().health_tool.is_none() || result.contains("\"tools\"") {
             return result;
         }
         match serde_json::from_str::<Value>(&result) {
@@ -415,7 +422,23 @@ impl Session {
 
     /// Forwards a request and returns the line that answers it.
     async fn forward(self: &Arc<Self>, id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
-        let link = match self.upstream.link().await {
+        if self.router.is_namespaced() {
+            return self.dispatch(id, method, params).await;
+        }
+        let route = self.router.first().clone();
+        self.forward_to(&route, id, method, params).await
+    }
+
+    /// Forwards a request to one upstream and returns the line that answers it.
+    pub(crate) async fn forward_to(
+        self: &Arc<Self>,
+        route: &Route,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+    ) -> Vec<u8> {
+        let upstream = &route.upstream;
+        let link = match upstream.link().await {
             Ok(l) => l,
             Err(why) => {
                 return jsonrpc::error_response(
@@ -425,7 +448,7 @@ impl Session {
                 );
             }
         };
-        let route = params
+        let progress = params
             .filter(|p| p.contains("\"progressToken\""))
             .and_then(progress_token)
             .map(|token| crate::upstream::ProgressRoute {
@@ -434,10 +457,8 @@ impl Session {
                 high: Arc::default(),
                 activity: Arc::default(),
             });
-        let (guard, rx) = self
-            .upstream
-            .call(&link, method, params.map(Params::Raw), route);
-        let bound = self.upstream.settings().request_timeout;
+        let (guard, rx) = upstream.call(&link, method, params.map(Params::Raw), progress);
+        let bound = upstream.settings().request_timeout;
         let reply = match tokio::time::timeout(bound, rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Reply::Lost("the upstream request was dropped".to_owned()),
@@ -452,7 +473,7 @@ impl Session {
         };
         guard.finish();
         match reply {
-            Reply::Result(r) if method == "tools/list" => {
+            Reply::Result(r) if method == "tools/list" && !self.router.is_namespaced() => {
                 jsonrpc::result_response(id, &self.tools_list(&r, params))
             }
             Reply::Result(r) => jsonrpc::result_response(id, &r),
@@ -462,7 +483,7 @@ impl Session {
                 code::TOO_LARGE,
                 &format!(
                     "the upstream's reply ({len} bytes) exceeds max_message_size ({} bytes)",
-                    self.upstream.settings().max_message_size
+                    upstream.settings().max_message_size
                 ),
             ),
             Reply::NotSent(why) | Reply::Lost(why) => {
@@ -484,9 +505,9 @@ impl Session {
         let first_page = params
             .and_then(|p| serde_json::from_str::<Value>(p).ok())
             .is_none_or(|p| p.get("cursor").is_none());
-        self.upstream.learn_tools(&v, first_page);
+        self.upstream().learn_tools(&v, first_page);
         let last_page = v.get("nextCursor").is_none_or(Value::is_null);
-        match (last_page, crate::health::tool(&self.tools.config())) {
+        match (last_page, crate::health::tool(&self.tools().config())) {
             (true, Some(health)) => {
                 if let Some(tools) = v.get_mut("tools").and_then(Value::as_array_mut) {
                     tools.push(health);
@@ -521,10 +542,12 @@ impl Session {
             // The proxy completed the server's handshake itself.
             "notifications/initialized" => {}
             _ => {
-                if self.upstream.is_started() {
-                    let mut line = line.to_vec();
-                    line.push(b'\n');
-                    self.upstream.notify(line);
+                let mut line = line.to_vec();
+                line.push(b'\n');
+                for route in self.router.routes() {
+                    if route.upstream.is_started() {
+                        route.upstream.notify(line.clone());
+                    }
                 }
             }
         }

@@ -32,6 +32,9 @@ impl CallCounter for Counter {
 /// The shared state, if configured and reachable.
 #[derive(Clone, Default)]
 pub struct Shared {
+    /// Counts kept here when there is no Redis: one counter for every upstream's tools, so a
+    /// session's cap covers them all (clones share it).
+    memory: MemoryCounter,
     #[cfg(feature = "redis")]
     redis: Option<steadfast_redis::RedisState>,
 }
@@ -53,21 +56,24 @@ impl Shared {
                     if redis.is_some() {
                         tracing::info!("shared state on Redis");
                     }
-                    Self { redis }
+                    Self {
+                        redis,
+                        ..Self::default()
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(
                         error = %steadfast::sanitize(&e.to_string()),
                         "cannot reach the shared state's Redis; running on local state"
                     );
-                    Self { redis: None }
+                    Self::default()
                 }
             }
         }
         #[cfg(not(feature = "redis"))]
         {
             let _ = config;
-            Self {}
+            Self::default()
         }
     }
 
@@ -101,6 +107,6 @@ impl Shared {
         if let Some(r) = &self.redis {
             return Counter::Redis(r.call_counter());
         }
-        Counter::Memory(MemoryCounter::new())
+        Counter::Memory(self.memory.clone())
     }
 }

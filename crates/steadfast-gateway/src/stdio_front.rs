@@ -14,9 +14,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::client::Client;
 use crate::config::Config;
 use crate::framing::LineReader;
+use crate::router::{Router, UpstreamSet};
 use crate::session::Session;
-use crate::tools::Tools;
-use crate::upstream::Upstream;
 
 /// Why the proxy stopped; [`Exit::code`] is the conventional exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +64,9 @@ fn output() -> Box<dyn AsyncWrite + Unpin + Send> {
 /// signal arrives.
 pub async fn serve_stdio(
     config: Config,
-    upstream: steadfast_mcp::Upstream,
+    upstreams: impl Into<UpstreamSet>,
 ) -> std::io::Result<Exit> {
-    serve_stdio_with(config, upstream, None).await
+    serve_stdio_with(config, upstreams, None).await
 }
 
 /// Reads the configuration again (on SIGHUP): the new one, or every error found in it.
@@ -78,25 +77,21 @@ pub type Reload = Arc<dyn Fn() -> Result<Config, Vec<crate::ConfigError>> + Send
 /// stay); an invalid one is reported with its located errors and the old one kept.
 pub async fn serve_stdio_with(
     config: Config,
-    upstream: steadfast_mcp::Upstream,
+    upstreams: impl Into<UpstreamSet>,
     reload: Option<Reload>,
 ) -> std::io::Result<Exit> {
     let config = Arc::new(config);
-    let up = Upstream::new("upstream", upstream, config.upstream_settings());
     let limits = config.limits;
     let client = Client::new(limits.max_queued_notifications);
     let shared = crate::shared::Shared::connect(&config).await;
-    let session = Session::new(
-        client.clone(),
-        up.clone(),
-        Arc::new(Tools::with_shared(config, shared)),
-        limits,
-    );
+    let router = Router::build(upstreams.into(), &config, &shared)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let session = Session::new(client.clone(), router.clone(), limits);
 
     let out = client.out.clone();
     let mut writer = tokio::spawn(async move { out.write_to(output()).await });
     let reader_session = session.clone();
-    let max = up.settings().max_message_size;
+    let max = config.upstream_settings().max_message_size;
     let mut reader = tokio::spawn(async move {
         let mut lines = LineReader::new(input(), max);
         while let Ok(Some(frame)) = lines.next().await {
@@ -116,13 +111,10 @@ pub async fn serve_stdio_with(
             _ = hup.recv() => match &reload {
                 Some(reload) => match reload() {
                     Ok(new) => {
-                        if new.upstream.is_some()
-                            && new.upstream.as_ref().map(ToString::to_string)
-                                != session.tools.config().upstream.as_ref().map(ToString::to_string)
-                        {
-                            tracing::warn!("the new config names another upstream; that takes a restart");
+                        if upstreams_differ(&new, &session.tools().config()) {
+                            tracing::warn!("the new config names other upstreams; that takes a restart");
                         }
-                        session.tools.reload(Arc::new(new));
+                        router.reload(Arc::new(new));
                         tracing::info!("config reloaded: policies, limits and budget in force for new calls");
                     }
                     Err(errors) => {
@@ -141,14 +133,26 @@ pub async fn serve_stdio_with(
     // Let the cancelled tasks drop their upstream requests (each sends a cancel upstream).
     tokio::task::yield_now().await;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    up.shutdown();
-    let grace = up.settings().shutdown_grace;
-    let _ = tokio::time::timeout(grace * 3 + Duration::from_secs(1), up.stopped()).await;
+    router.shutdown().await;
     if exit != Exit::OutputClosed {
         client.out.close();
         let _ = tokio::time::timeout(Duration::from_millis(500), writer).await;
     }
     Ok(exit)
+}
+
+/// Whether a reloaded config names other upstreams than the running one.
+pub(crate) fn upstreams_differ(new: &Config, old: &Config) -> bool {
+    let show = |c: &Config| {
+        (
+            c.upstream.as_ref().map(ToString::to_string),
+            c.upstreams
+                .iter()
+                .map(|u| format!("{}={}", u.name, u.spec))
+                .collect::<Vec<_>>(),
+        )
+    };
+    (new.upstream.is_some() || !new.upstreams.is_empty()) && show(new) != show(old)
 }
 
 fn signal(kind: tokio::signal::unix::SignalKind) -> std::io::Result<tokio::signal::unix::Signal> {

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc;
+use crate::router::Kind;
 use crate::session::Session;
 use crate::upstream::{Params, ProgressRoute, Reply};
 
@@ -28,29 +29,45 @@ struct Answer {
 pub async fn run(
     session: &Arc<Session>,
     id: &str,
-    params: Value,
+    mut params: Value,
     cancel: &CancellationToken,
 ) -> Option<Vec<u8>> {
+    // `name` is the name the client sees: policies, breakers, limits and metrics go by it.
     let name = params
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let config = session.tools.config();
+    let config = session.tools().config();
     if config.health_tool.as_deref() == Some(name.as_str()) {
         let r = crate::health::result(session);
         return Some(jsonrpc::result_response(id, &r.to_string()));
     }
-    let listed = session.upstream.lists(&name);
+    let Some((route, original)) = session.router.resolve(Kind::Tool, &name) else {
+        return Some(jsonrpc::error_response(
+            id,
+            jsonrpc::code::INVALID_PARAMS,
+            &format!(
+                "unknown tool `{}`: no upstream of this endpoint has it (upstreams: {})",
+                steadfast::sanitize(&name),
+                session.upstream_names()
+            ),
+        ));
+    };
+    if original != name {
+        params["name"] = Value::String(original.clone());
+    }
+    let (upstream, tools) = (&route.upstream, &route.tools);
+    let listed = upstream.lists(&original);
     let started = Instant::now();
-    let entry = session.tools.entry(&name, listed);
+    let entry = tools.entry(&name, listed);
     let policy = &entry.settings.policy;
-    let (read_only, idempotent) = session.upstream.hints(&name);
+    let (read_only, idempotent) = upstream.hints(&original);
     let replay = policy.retry_ambiguous.unwrap_or(read_only || idempotent);
     let idle = policy.idle_timeout();
     let max = policy.attempt_max;
     let mode = policy.retry_on_is_error;
-    let max_size = session.upstream.settings().max_message_size;
+    let max_size = upstream.settings().max_message_size;
     let route = params
         .pointer("/_meta/progressToken")
         .map(|t| ProgressRoute {
@@ -63,15 +80,15 @@ pub async fn run(
     let keys = steadfast::CallKeys::new()
         .session(session.id.clone())
         .tool(name.clone())
-        .upstream(session.upstream.name.clone());
+        .upstream(upstream.name.clone());
     let keys = &keys;
-    let limit = session.tools.call_limit();
+    let limit = tools.call_limit();
     let limit = limit.as_deref();
     let outcome = ToolCall::new(&name, policy)
         .replays_ambiguous(replay)
         .breaker(entry.breaker.clone())
-        .budget(session.tools.budget())
-        .metrics(listed.then(|| session.tools.metrics.tool(&name)))
+        .budget(tools.budget())
+        .metrics(listed.then(|| tools.metrics.tool(&name)))
         .run_judged(
             cancel,
             |_| {
@@ -81,16 +98,10 @@ pub async fn run(
                     if let Some(limit) = limit {
                         limit.acquire(keys).await.map_err(CallFailure::Limited)?;
                     }
-                    let link = session
-                        .upstream
-                        .link()
-                        .await
-                        .map_err(CallFailure::NotSent)?;
+                    let link = upstream.link().await.map_err(CallFailure::NotSent)?;
                     let activity = route.as_ref().map(|r| r.activity.clone());
                     let (guard, mut rx) =
-                        session
-                            .upstream
-                            .call(&link, "tools/call", Some(Params::Value(params)), route);
+                        upstream.call(&link, "tools/call", Some(Params::Value(params)), route);
                     let started = Instant::now();
                     let mut idle_deadline = idle.map(|d| started + d);
                     let hard_deadline = max.map(|d| started + d);

@@ -31,6 +31,8 @@ struct Policies {
 
 /// Every tool's state for one upstream.
 pub struct Tools {
+    /// The upstream these tools belong to (its budget, and the budget's shared key).
+    upstream: String,
     policies: RwLock<Arc<Policies>>,
     entries: Mutex<HashMap<String, Arc<ToolEntry>>>,
     breakers: Mutex<HashMap<String, CircuitBreaker>>,
@@ -54,8 +56,20 @@ impl Tools {
     /// State for the tools configured in `config`; breakers, the budget and call counts are
     /// shared through `shared` when it has a Redis.
     pub fn with_shared(config: Arc<Config>, shared: crate::shared::Shared) -> Self {
-        let policies = Self::policies(config, &shared);
+        Self::for_upstream("upstream", config, shared)
+    }
+
+    /// State for the tools of the upstream named `upstream` among several: its own budget
+    /// (`[upstreams.NAME.budget]`, else a copy of `[budget]`); call counts stay shared with
+    /// the other upstreams through `shared`, so a session's cap covers all of them.
+    pub fn for_upstream(
+        upstream: &str,
+        config: Arc<Config>,
+        shared: crate::shared::Shared,
+    ) -> Self {
+        let policies = Self::policies(upstream, config, &shared);
         Self {
+            upstream: upstream.to_owned(),
             policies: RwLock::new(Arc::new(policies)),
             shared,
             entries: Mutex::default(),
@@ -64,10 +78,15 @@ impl Tools {
         }
     }
 
-    fn policies(config: Arc<Config>, shared: &crate::shared::Shared) -> Policies {
-        let budget = config.budget.clone().map(RetryBudget::new);
+    fn policies(upstream: &str, config: Arc<Config>, shared: &crate::shared::Shared) -> Policies {
+        let own = config
+            .upstreams
+            .iter()
+            .find(|u| u.name == upstream)
+            .and_then(|u| u.budget.clone());
+        let budget = own.or_else(|| config.budget.clone()).map(RetryBudget::new);
         if let Some(b) = &budget {
-            shared.budget("upstream", b);
+            shared.budget(upstream, b);
         }
         let call_limit = config
             .call_limits
@@ -97,7 +116,7 @@ impl Tools {
     /// use them; calls in flight finish under the old ones. Breakers keep their state (a
     /// dependency that is down stays known to be down).
     pub fn reload(&self, config: Arc<Config>) {
-        let policies = Self::policies(config, &self.shared);
+        let policies = Self::policies(&self.upstream, config, &self.shared);
         *self.policies.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policies);
         self.entries
             .lock()

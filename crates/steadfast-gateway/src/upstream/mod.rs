@@ -324,6 +324,23 @@ impl Upstream {
         }
     }
 
+    /// The live connection now, without waiting for one (a list that gathers several upstreams
+    /// skips one that is down rather than wait for it).
+    pub fn live_link(&self) -> Option<Arc<Link>> {
+        match &*self.state.borrow() {
+            LinkState::Up(link) if !link.is_closed() => Some(link.clone()),
+            _ => None,
+        }
+    }
+
+    /// Why the upstream is not connected now (`None` when it is).
+    pub fn down_reason(&self) -> Option<String> {
+        match &*self.state.borrow() {
+            LinkState::Down(why) => Some(why.to_string()),
+            LinkState::Up(_) => None,
+        }
+    }
+
     /// Waits up to `bound` for the first connection; the reason it is down otherwise.
     pub async fn wait_connected(&self, bound: Duration) -> Result<(), String> {
         let mut rx = self.state.subscribe();

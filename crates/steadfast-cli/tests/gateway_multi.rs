@@ -1,0 +1,346 @@
+//! Several upstreams behind one endpoint, on real processes: namespaced lists and calls, a
+//! dead upstream that blocks nothing and is announced when it comes, a killed upstream that
+//! costs the other nothing, and the same over the HTTP front.
+
+#[path = "support/raw_client.rs"]
+mod raw_client;
+#[path = "support/temp.rs"]
+mod temp;
+
+use std::time::Duration;
+
+use raw_client::{RawProcess, fake_upstream_script, read_counts};
+use serde_json::{Value, json};
+use temp::Temp;
+
+const ANSWER: Duration = Duration::from_secs(10);
+
+const FAST: &str = r#"
+[proxy]
+init_timeout = "5s"
+list_timeout = "1500ms"
+reconnect_wait = "2s"
+shutdown_grace = "300ms"
+restart = { max_attempts = 50, base_delay = "100ms", max_delay = "300ms" }
+connect = { max_attempts = 50, base_delay = "100ms", max_delay = "300ms" }
+
+[defaults]
+retry = { max_attempts = 3, base_delay = "50ms", max_delay = "200ms", attempt_timeout = "3s" }
+"#;
+
+/// A `[upstreams.NAME]` table running the fake upstream with `extra` arguments.
+fn fake_table(name: &str, extra: &[&str]) -> String {
+    let mut args = vec![fake_upstream_script().display().to_string()];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    format!(
+        "[upstreams.{name}]\ncommand = \"python3\"\nargs = {}\n",
+        serde_json::to_string(&args).unwrap()
+    )
+}
+
+/// A `[upstreams.NAME]` table that starts the fake only once `flag` exists (it fails before).
+fn fake_table_after(name: &str, flag: &str, extra: &[&str]) -> String {
+    let script = format!(
+        "if [ -f {flag} ]; then exec python3 {} {}; else exit 3; fi",
+        fake_upstream_script().display(),
+        extra.join(" ")
+    );
+    format!(
+        "[upstreams.{name}]\ncommand = \"sh\"\nargs = {}\n",
+        serde_json::to_string(&["-c", script.as_str()]).unwrap()
+    )
+}
+
+fn gateway(config: &str) -> (RawProcess, Temp) {
+    let file = Temp::new("gateway");
+    std::fs::write(&file.0, config).unwrap();
+    let argv = vec![
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "proxy".to_owned(),
+        "--config".to_owned(),
+        file.path().to_owned(),
+    ];
+    (RawProcess::spawn(&argv).expect("the gateway starts"), file)
+}
+
+fn tool_names(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> = list["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a tools list: {list}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn list(p: &mut RawProcess, id: i64) -> Value {
+    p.call(json!(id), "tools/list", json!({}), ANSWER)
+        .await
+        .expect("tools/list is answered")
+        .response
+}
+
+async fn echo(p: &mut RawProcess, id: i64, tool: &str, text: &str) -> raw_client::Answer {
+    p.call(
+        json!(id),
+        "tools/call",
+        json!({"name": tool, "arguments": {"text": text}}),
+        ANSWER,
+    )
+    .await
+    .unwrap_or_else(|| panic!("{tool} was not answered"))
+}
+
+fn echoed(answer: &raw_client::Answer, text: &str) -> bool {
+    answer.response["result"]["isError"] != json!(true)
+        && answer.response["result"].to_string().contains(text)
+}
+
+/// Reads until a `notifications/tools/list_changed` arrives, within `within`.
+async fn await_list_changed(p: &mut RawProcess, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while let Some(left) = deadline.checked_duration_since(tokio::time::Instant::now()) {
+        match p.read_message(left).await {
+            Some(m) if m["method"] == "notifications/tools/list_changed" => return true,
+            Some(_) => {}
+            None => return false,
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn two_upstreams_are_listed_and_called_under_their_names() {
+    let (ca, cb) = (Temp::new("count-a"), Temp::new("count-b"));
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &["--count-file", ca.path()]),
+        fake_table("beta", &["--count-file", cb.path()])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    let init = p.initialize(ANSWER).await.expect("initialize is answered");
+    assert_eq!(init["result"]["serverInfo"]["name"], "steadfast-gateway");
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"],
+        json!(true)
+    );
+    let names = tool_names(&list(&mut p, 1).await);
+    assert!(names.contains(&"alpha_echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"beta_echo".to_owned()), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("alpha_") || n.starts_with("beta_"))
+    );
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("alpha_")).count(),
+        names.iter().filter(|n| n.starts_with("beta_")).count()
+    );
+
+    assert!(echoed(
+        &echo(&mut p, 2, "alpha_echo", "to-alpha").await,
+        "to-alpha"
+    ));
+    assert!(echoed(
+        &echo(&mut p, 3, "beta_echo", "to-beta").await,
+        "to-beta"
+    ));
+    assert!(echoed(
+        &echo(&mut p, 4, "beta_echo", "again").await,
+        "again"
+    ));
+    assert_eq!(read_counts(&ca.0)["tools"]["echo"], json!(1));
+    assert_eq!(read_counts(&cb.0)["tools"]["echo"], json!(2));
+
+    // A name no upstream owns is refused as invalid params, naming the upstreams.
+    let unknown = echo(&mut p, 5, "gamma_echo", "x").await;
+    assert_eq!(unknown.response["error"]["code"], json!(-32602));
+    let message = unknown.response["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("alpha") && message.contains("beta"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_dead_upstream_blocks_nothing_and_is_announced_when_it_comes() {
+    let flag = Temp::new("beta-may-start");
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &[]),
+        fake_table_after("beta", flag.path(), &[])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    let started = tokio::time::Instant::now();
+    let init = p.initialize(ANSWER).await.expect("initialize is answered");
+    assert!(init.get("result").is_some(), "{init}");
+    // Answered after list_timeout (1.5 s), not init_timeout (5 s) or never.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let listed = tokio::time::Instant::now();
+    let names = tool_names(&list(&mut p, 1).await);
+    assert!(
+        listed.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        listed.elapsed()
+    );
+    assert!(names.contains(&"alpha_echo".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("beta_")), "{names:?}");
+    assert!(echoed(
+        &echo(&mut p, 2, "alpha_echo", "alive").await,
+        "alive"
+    ));
+
+    std::fs::write(&flag.0, "go").unwrap();
+    assert!(
+        await_list_changed(&mut p, Duration::from_secs(15)).await,
+        "no list_changed after the missing upstream came"
+    );
+    let names = tool_names(&list(&mut p, 3).await);
+    assert!(names.contains(&"beta_echo".to_owned()), "{names:?}");
+    assert!(echoed(&echo(&mut p, 4, "beta_echo", "late").await, "late"));
+}
+
+#[tokio::test]
+async fn a_killed_upstream_costs_the_other_nothing() {
+    let pid_file = Temp::new("beta-pid");
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &[]),
+        fake_table("beta", &["--pid-file", pid_file.path()])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    assert_eq!(tool_names(&list(&mut p, 1).await).len() % 2, 0);
+    let pid: i32 = std::fs::read_to_string(&pid_file.0)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) on a pid this test's child wrote; no memory is involved.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+
+    let a = echo(&mut p, 2, "alpha_echo", "unaffected").await;
+    assert!(echoed(&a, "unaffected"), "{}", a.response);
+    assert!(a.elapsed < Duration::from_secs(2), "{:?}", a.elapsed);
+    let names = tool_names(&list(&mut p, 3).await);
+    assert!(names.contains(&"alpha_echo".to_owned()), "{names:?}");
+
+    // beta is restarted by its own supervisor and announced.
+    assert!(
+        await_list_changed(&mut p, Duration::from_secs(15)).await,
+        "no list_changed after the restart"
+    );
+    let b = echo(&mut p, 4, "beta_echo", "back").await;
+    assert!(echoed(&b, "back"), "{}", b.response);
+}
+
+#[tokio::test]
+async fn a_mcp_servers_file_with_several_entries_serves_them_all() {
+    let file = Temp::new("mcp-servers");
+    let script = fake_upstream_script().display().to_string();
+    let doc = json!({"mcpServers": {
+        "one": {"command": "python3", "args": [script]},
+        "two": {"command": "python3", "args": [script]},
+        "off": {"command": "false", "disabled": true},
+    }});
+    std::fs::write(&file.0, doc.to_string()).unwrap();
+    let path = format!("{}.json", file.path());
+    std::fs::rename(&file.0, &path).unwrap();
+    let argv = vec![
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "proxy".to_owned(),
+        "--config".to_owned(),
+        path.clone(),
+    ];
+    let mut p = RawProcess::spawn(&argv).unwrap();
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    let names = tool_names(&list(&mut p, 1).await);
+    let _ = std::fs::remove_file(&path);
+    assert!(names.contains(&"one_echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"two_echo".to_owned()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("off_")), "{names:?}");
+}
+
+#[cfg(feature = "http")]
+#[tokio::test]
+async fn two_upstreams_behind_the_http_front() {
+    use tokio::io::AsyncBufReadExt;
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &[]),
+        fake_table("beta", &[])
+    );
+    let file = Temp::new("gateway-http");
+    std::fs::write(&file.0, &config).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"))
+        .args(["proxy", "--listen", "127.0.0.1:0", "--config", file.path()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(ANSWER, async {
+        while let Ok(Some(line)) = err.next_line().await {
+            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
+                return u.to_owned();
+            }
+        }
+        panic!("the front never said where it listens");
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let (status, headers, _) = raw_client::http_post(&url, None, &init, ANSWER)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let session = headers
+        .iter()
+        .find(|(k, _)| k == "mcp-session-id")
+        .map(|(_, v)| v.clone())
+        .expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    raw_client::http_post(&url, Some(&session), &initialized, ANSWER)
+        .await
+        .unwrap();
+    let ask = |id: i64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let (_, _, body) = raw_client::http_post(
+        &url,
+        Some(&session),
+        &ask(1, "tools/list", json!({})),
+        ANSWER,
+    )
+    .await
+    .unwrap();
+    let listed = raw_client::http_messages(&body).pop().expect("a response");
+    let names = tool_names(&listed);
+    assert!(
+        names.contains(&"alpha_echo".to_owned()) && names.contains(&"beta_echo".to_owned()),
+        "{names:?}"
+    );
+    let call = ask(
+        2,
+        "tools/call",
+        json!({"name": "beta_echo", "arguments": {"text": "over-http"}}),
+    );
+    let (_, _, body) = raw_client::http_post(&url, Some(&session), &call, ANSWER)
+        .await
+        .unwrap();
+    let answer = raw_client::http_messages(&body).pop().expect("a response");
+    assert!(
+        answer["result"].to_string().contains("over-http"),
+        "{answer}"
+    );
+}

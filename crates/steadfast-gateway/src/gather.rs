@@ -1,0 +1,471 @@
+//! Several upstreams behind one session: one handshake for all, lists gathered from each, and
+//! every other request routed by the name or URI it carries.
+//!
+//! Nothing waits on an upstream that is down: the handshake answers once every upstream is
+//! connected or `list_timeout` has passed (whichever comes first; only when none is connected
+//! does it wait out `init_timeout`), and a list answers with what the connected upstreams
+//! listed within `list_timeout`. An upstream missing from an answer is watched, and the client
+//! is told its lists changed when it comes back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::jsonrpc::{self, code};
+use crate::router::{Kind, Route};
+use crate::session::Session;
+use crate::upstream::{Params, Reply};
+
+/// Most pages gathered from one upstream for one list.
+const MAX_PAGES: usize = 100;
+
+/// The lists: method, the result's key, the capability that offers it.
+const LISTS: [(&str, &str, &str); 4] = [
+    ("tools/list", "tools", "tools"),
+    ("prompts/list", "prompts", "prompts"),
+    ("resources/list", "resources", "resources"),
+    ("resources/templates/list", "resourceTemplates", "resources"),
+];
+
+/// What a client is told when an upstream missing from its lists comes back.
+const CHANGED: [&str; 3] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+];
+
+/// The longest a watcher waits between two looks at an upstream missing from a list.
+const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(30);
+
+impl Session {
+    /// `initialize` with several upstreams: every one is started; the answer comes when all are
+    /// connected or `list_timeout` has passed, from what is connected then.
+    pub(crate) async fn initialize_all(self: &Arc<Self>, id: &str, params: &str) {
+        let routes = self.router.routes().to_vec();
+        for r in &routes {
+            r.upstream.start(params, self.client.clone());
+        }
+        let init_timeout = self.upstream().settings().init_timeout;
+        let config = self.tools().config();
+        let gather = init_timeout.min(config.list_timeout);
+        futures::future::join_all(routes.iter().map(|r| r.upstream.wait_connected(gather))).await;
+        if !routes.iter().any(|r| r.upstream.is_connected()) {
+            // None yet: the first to come answers, within the handshake's bound.
+            let rest = init_timeout.saturating_sub(gather);
+            let first = futures::future::select_ok(
+                routes
+                    .iter()
+                    .map(|r| Box::pin(r.upstream.wait_connected(rest))),
+            )
+            .await;
+            if first.is_err() {
+                let why = routes
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{} ({}): {}",
+                            r.name,
+                            r.upstream.describe(),
+                            r.upstream.down_reason().unwrap_or_default()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return self.reply_error(
+                    id,
+                    code::UPSTREAM_UNAVAILABLE,
+                    &steadfast::sanitize(&format!(
+                        "no upstream completed its handshake within {init_timeout:?}: {why}"
+                    )),
+                );
+            }
+        }
+        let mut connected = Vec::new();
+        for r in &routes {
+            if r.upstream.is_connected() {
+                self.expose_listed(r);
+                connected.push(r.clone());
+            } else {
+                tracing::warn!(
+                    upstream = %r.name,
+                    reason = %steadfast::sanitize(&r.upstream.down_reason().unwrap_or_default()),
+                    "answering initialize without this upstream; clients are told when it comes"
+                );
+                self.watch(r.clone());
+            }
+        }
+        let result = merged_init(&connected);
+        self.client
+            .respond(id, jsonrpc::result_response(id, &result.to_string()));
+    }
+
+    /// Names and breakers for the tools an upstream listed when it connected, so calls find
+    /// their upstream and a shared breaker hears of an outage before the first call.
+    fn expose_listed(&self, route: &Route) {
+        for name in route.upstream.listed_names() {
+            if let Some(exposed) = self.router.expose(route, Kind::Tool, &name) {
+                route.tools.entry(&exposed, true);
+            }
+        }
+    }
+
+    /// Routes a request (other than `tools/call`) among several upstreams.
+    pub(crate) async fn dispatch(
+        self: &Arc<Self>,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+    ) -> Vec<u8> {
+        if let Some((_, key, capability)) = LISTS.iter().find(|(m, ..)| *m == method) {
+            return self.list_all(id, method, key, capability, params).await;
+        }
+        let mut p: Value = params
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(Value::Null);
+        let target = match method {
+            "prompts/get" => self.rename(&mut p, "/name", Kind::Prompt),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => p
+                .get("uri")
+                .and_then(Value::as_str)
+                .and_then(|u| self.router.route_uri(u)),
+            "completion/complete" => match p.pointer("/ref/type").and_then(Value::as_str) {
+                Some("ref/prompt") => self.rename(&mut p, "/ref/name", Kind::Prompt),
+                Some("ref/resource") => p
+                    .pointer("/ref/uri")
+                    .and_then(Value::as_str)
+                    .and_then(|u| self.router.route_uri(u)),
+                _ => None,
+            },
+            "logging/setLevel" => return self.broadcast(id, method, params).await,
+            _ => {
+                return jsonrpc::error_response(
+                    id,
+                    code::METHOD_NOT_FOUND,
+                    &format!(
+                        "method not found: `{}` cannot be routed here, where several upstreams \
+                         share one endpoint",
+                        steadfast::sanitize(method)
+                    ),
+                );
+            }
+        };
+        match target {
+            Some(route) => {
+                let params = (!p.is_null()).then(|| p.to_string());
+                self.forward_to(&route, id, method, params.as_deref()).await
+            }
+            None => jsonrpc::error_response(
+                id,
+                code::INVALID_PARAMS,
+                &format!(
+                    "invalid params: no upstream of this endpoint owns what {} names (list it \
+                     first; upstreams: {})",
+                    steadfast::sanitize(method),
+                    self.upstream_names()
+                ),
+            ),
+        }
+    }
+
+    /// The route owning the name at `pointer` in `params`, with the name replaced by the
+    /// upstream's own.
+    fn rename(&self, params: &mut Value, pointer: &str, kind: Kind) -> Option<Arc<Route>> {
+        let slot = params.pointer_mut(pointer)?;
+        let (route, original) = self.router.resolve(kind, slot.as_str()?)?;
+        *slot = Value::String(original);
+        Some(route)
+    }
+
+    pub(crate) fn upstream_names(&self) -> String {
+        self.router
+            .routes()
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Sends a request to every connected upstream and answers `{}` (a setting for all).
+    async fn broadcast(self: &Arc<Self>, id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
+        let bound = self.tools().config().list_timeout;
+        let sends = self.router.routes().iter().filter_map(|r| {
+            let link = r.upstream.live_link()?;
+            let (guard, rx) = r
+                .upstream
+                .call(&link, method, params.map(Params::Raw), None);
+            Some(async move {
+                if tokio::time::timeout(bound, rx).await.is_ok() {
+                    guard.finish();
+                }
+            })
+        });
+        futures::future::join_all(sends).await;
+        jsonrpc::result_response(id, "{}")
+    }
+
+    /// A list gathered from every upstream; one that is down or slow is left out (and watched).
+    async fn list_all(
+        self: &Arc<Self>,
+        id: &str,
+        method: &str,
+        key: &str,
+        capability: &str,
+        params: Option<&str>,
+    ) -> Vec<u8> {
+        // The gateway never hands out a cursor: one page holds everything.
+        let has_cursor = params
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .is_some_and(|p| p.get("cursor").is_some_and(|c| !c.is_null()));
+        if has_cursor {
+            return jsonrpc::result_response(id, &json!({ key: [] }).to_string());
+        }
+        let routes = self.router.routes().to_vec();
+        let lists = futures::future::join_all(
+            routes
+                .iter()
+                .map(|r| self.list_from(r, method, key, capability)),
+        )
+        .await;
+        let mut items = Vec::new();
+        for (r, got) in routes.iter().zip(lists) {
+            match got {
+                Ok(list) => items.extend(list),
+                Err(why) => {
+                    tracing::info!(
+                        upstream = %r.name,
+                        reason = %steadfast::sanitize(&why),
+                        "{method} answered without this upstream"
+                    );
+                    self.watch(r.clone());
+                }
+            }
+        }
+        if method == "tools/list" {
+            if let Some(health) = crate::health::tool(&self.tools().config()) {
+                items.push(health);
+            }
+        }
+        jsonrpc::result_response(id, &json!({ key: items }).to_string())
+    }
+
+    /// Every page of one upstream's list, names namespaced, within `list_timeout`.
+    async fn list_from(
+        &self,
+        route: &Arc<Route>,
+        method: &str,
+        key: &str,
+        capability: &str,
+    ) -> Result<Vec<Value>, String> {
+        let upstream = &route.upstream;
+        let Some(link) = upstream.live_link() else {
+            return Err(upstream
+                .down_reason()
+                .unwrap_or_else(|| "not connected".to_owned()));
+        };
+        let offers = upstream
+            .init_result()
+            .and_then(|r| serde_json::from_str::<Value>(&r).ok())
+            .is_some_and(|v| v.pointer(&format!("/capabilities/{capability}")).is_some());
+        if !offers {
+            return Ok(Vec::new());
+        }
+        let bound = self.tools().config().list_timeout;
+        let gather = async {
+            let mut out = Vec::new();
+            let mut cursor: Option<Value> = None;
+            for page in 0..MAX_PAGES {
+                let params = cursor.take().map(|c| json!({ "cursor": c }));
+                let (guard, rx) =
+                    upstream.call(&link, method, params.as_ref().map(Params::Value), None);
+                let reply = rx
+                    .await
+                    .unwrap_or_else(|_| Reply::Lost("the request was dropped".to_owned()));
+                guard.finish();
+                let raw = match reply {
+                    Reply::Result(raw) => raw,
+                    Reply::Error(e) => {
+                        return Err(format!("it answered {method} with an error: {e}"));
+                    }
+                    Reply::TooLarge(len) => {
+                        return Err(format!(
+                            "its {method} reply ({len} bytes) exceeds max_message_size"
+                        ));
+                    }
+                    Reply::NotSent(why) | Reply::Lost(why) => return Err(why),
+                    Reply::Http(status, _) => return Err(format!("it answered HTTP {status}")),
+                };
+                let mut v: Value = serde_json::from_str(&raw)
+                    .map_err(|e| format!("its {method} result is not JSON: {e}"))?;
+                self.learn(route, method, &v, page == 0);
+                let items = v
+                    .get_mut(key)
+                    .and_then(Value::as_array_mut)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                out.extend(
+                    items
+                        .into_iter()
+                        .filter_map(|item| self.namespace(route, method, item)),
+                );
+                cursor = v.get("nextCursor").filter(|c| !c.is_null()).cloned();
+                if cursor.is_none() {
+                    return Ok(out);
+                }
+            }
+            tracing::warn!(upstream = %route.name, "{method}: more than {MAX_PAGES} pages; the rest is left out");
+            Ok(out)
+        };
+        tokio::time::timeout(bound, gather)
+            .await
+            .map_err(|_| format!("it did not answer {method} within {bound:?}"))?
+    }
+
+    /// What a list teaches: tool hints, resource URIs.
+    fn learn(&self, route: &Route, method: &str, page: &Value, first_page: bool) {
+        match method {
+            "tools/list" => route.upstream.learn_tools(page, first_page),
+            "resources/list" | "resources/templates/list" => {
+                let strings = |key: &str, field: &str| -> Vec<String> {
+                    page.get(key)
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|r| r.get(field).and_then(Value::as_str))
+                                .map(str::to_owned)
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                let uris = strings("resources", "uri");
+                let templates = strings("resourceTemplates", "uriTemplate");
+                let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
+                let templates: Vec<&str> = templates.iter().map(String::as_str).collect();
+                self.router.learn_resources(route, &uris, &templates);
+            }
+            _ => {}
+        }
+    }
+
+    /// One listed item under the name clients see (`None`: left out, its name collides).
+    fn namespace(&self, route: &Route, method: &str, mut item: Value) -> Option<Value> {
+        let kind = match method {
+            "tools/list" => Kind::Tool,
+            "prompts/list" => Kind::Prompt,
+            _ => return Some(item),
+        };
+        let name = item.get("name").and_then(Value::as_str)?.to_owned();
+        let exposed = self.router.expose(route, kind, &name)?;
+        if kind == Kind::Tool {
+            route.tools.entry(&exposed, true);
+        }
+        item["name"] = Value::String(exposed);
+        Some(item)
+    }
+
+    /// Watches an upstream missing from an answer: when it answers a list again, the client
+    /// is told its lists changed. One watcher per upstream per session, ended with the session.
+    pub(crate) fn watch(self: &Arc<Self>, route: Arc<Route>) {
+        if !self
+            .watching
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(route.name.clone())
+        {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let closed = self.closed.clone();
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(500);
+            loop {
+                tokio::select! {
+                    _ = closed.cancelled() => return,
+                    _ = route.upstream.wait_connected(Duration::from_secs(3600)) => {}
+                }
+                let Some(me) = weak.upgrade() else { return };
+                if route.upstream.is_connected()
+                    && me
+                        .list_from(&route, "tools/list", "tools", "tools")
+                        .await
+                        .is_ok()
+                {
+                    me.watching
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&route.name);
+                    tracing::info!(upstream = %route.name, "an upstream missing from a list is back; the client is told");
+                    for method in CHANGED {
+                        me.client
+                            .out
+                            .push_notification(jsonrpc::notification(method, None));
+                    }
+                    return;
+                }
+                drop(me);
+                tokio::select! {
+                    _ = closed.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_WATCH_BACKOFF);
+            }
+        });
+    }
+}
+
+/// The gateway's own `initialize` result: the union of what the connected upstreams offer,
+/// with list changes announced (an upstream that comes later changes the lists).
+fn merged_init(connected: &[Arc<Route>]) -> Value {
+    let mut version: Option<Value> = None;
+    let (mut subscribe, mut logging, mut completions) = (false, false, false);
+    let mut instructions = Vec::new();
+    for r in connected {
+        let Some(v) = r
+            .upstream
+            .init_result()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
+            continue;
+        };
+        match (&version, v.get("protocolVersion")) {
+            (None, Some(p)) => version = Some(p.clone()),
+            (Some(first), Some(p)) if first != p => tracing::warn!(
+                upstream = %r.name,
+                version = %p,
+                first = %first,
+                "upstreams negotiated different protocol revisions; the client is told the first"
+            ),
+            _ => {}
+        }
+        let caps = &v["capabilities"];
+        subscribe |= caps
+            .pointer("/resources/subscribe")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        logging |= caps.get("logging").is_some();
+        completions |= caps.get("completions").is_some();
+        if let Some(i) = v.get("instructions").and_then(Value::as_str) {
+            instructions.push(format!("[{}] {i}", r.name));
+        }
+    }
+    let mut caps = json!({
+        "tools": {"listChanged": true},
+        "prompts": {"listChanged": true},
+        "resources": {"listChanged": true, "subscribe": subscribe},
+    });
+    if logging {
+        caps["logging"] = json!({});
+    }
+    if completions {
+        caps["completions"] = json!({});
+    }
+    let mut result = json!({
+        "protocolVersion": version.unwrap_or_else(|| json!("2025-06-18")),
+        "capabilities": caps,
+        "serverInfo": {"name": "steadfast-gateway", "version": env!("CARGO_PKG_VERSION")},
+    });
+    if !instructions.is_empty() {
+        result["instructions"] = Value::String(instructions.join("\n\n"));
+    }
+    result
+}
