@@ -1277,12 +1277,11 @@ breaker = false
         assert_eq!(c.upstream.unwrap().to_string(), "node weather.js");
         let c = Config::parse_mcp_servers(json, "claude.json", Some("remote")).unwrap();
         assert!(matches!(c.upstream, Some(Upstream::Http { .. })));
-        let e = Config::parse_mcp_servers(json, "claude.json", None).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("choose one with --server (remote, weather)"),
-            "{e}"
-        );
+        // Without --server, every enabled entry, behind one endpoint.
+        let c = Config::parse_mcp_servers(json, "claude.json", None).unwrap();
+        assert!(c.upstream.is_none());
+        let names: Vec<&str> = c.upstreams.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["remote", "weather"]);
         let e = Config::parse_mcp_servers("{\"mcpServers\": {\n\"a\": 3}}", "c.json", None)
             .unwrap_err();
         assert_eq!(e.line, Some(2));
@@ -1445,5 +1444,58 @@ breaker = false
             .and_then(|rest| rest.split("```").next())
             .expect("docs/config.md has a TOML example");
         Config::parse_toml(example, "docs/config.md").unwrap();
+    }
+
+    const TWO: &str =
+        "[upstreams.github]\ncommand = \"gh-mcp\"\n\n[upstreams.files]\ncommand = \"fs-mcp\"\n";
+
+    #[test]
+    fn several_upstreams_are_named_and_their_tool_settings_namespaced() {
+        let c = Config::parse_toml(
+            &format!(
+                "{TWO}\n[upstreams.github.tools.create_issue]\nretry = {{ max_attempts = 7 }}\n\
+                 [upstreams.files.tools.\"read_*\"]\nretry = {{ max_attempts = 2 }}\n\
+                 [upstreams.files.budget]\nretry_ratio = 0.5\n\n[upstreams.off]\ncommand = \"x\"\ndisabled = true\n"
+            ),
+            "gw.toml",
+        )
+        .unwrap();
+        assert!(c.upstream.is_none());
+        let names: Vec<&str> = c.upstreams.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["files", "github"]);
+        assert_eq!(c.separator, "_");
+        let max = |tool: &str| c.tool(tool).policy.engine_policy().max_attempts();
+        assert_eq!(max("github_create_issue"), 7);
+        assert_eq!(max("files_read_text"), 2);
+        assert_eq!(max("files_write"), 3);
+        assert!(c.upstreams[0].budget.is_some());
+        assert!(c.upstreams[1].budget.is_none());
+    }
+
+    #[test]
+    fn ambiguous_or_mixed_upstreams_are_refused_where_they_are() {
+        let e = error("[upstreams.a]\ncommand = \"x\"\n\n[upstreams.a_b]\ncommand = \"y\"\n");
+        assert!(e.starts_with("steadfast.toml:4: upstreams.a_b:"), "{e}");
+        assert!(e.contains("could belong to either"), "{e}");
+        // A longer separator resolves it.
+        Config::parse_toml(
+            "[proxy]\nseparator = \"__\"\n[upstreams.a]\ncommand = \"x\"\n[upstreams.a_b]\ncommand = \"y\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let e = error("[upstream]\ncommand = \"x\"\n\n[upstreams.b]\ncommand = \"y\"\n");
+        assert!(e.starts_with("steadfast.toml:1: upstream:"), "{e}");
+        assert!(e.contains("not both"), "{e}");
+        let e = error("[proxy]\nseparator = \".\"\n");
+        assert!(e.starts_with("steadfast.toml:2: proxy.separator:"), "{e}");
+        let e = error("[upstreams.b]\nurl = \"ftp://x\"\n");
+        assert!(e.starts_with("steadfast.toml:2: upstreams.b.url:"), "{e}");
+        let e = error("[upstreams.b]\ncommand = \"y\"\nbudget = { retry_ratio = -1.0 }\n");
+        assert!(e.contains("upstreams.b.budget.retry_ratio"), "{e}");
+        let e = error("[proxy]\nlist_timeout = \"0s\"\n");
+        assert!(
+            e.contains("proxy.list_timeout: must be longer than 0s"),
+            "{e}"
+        );
     }
 }
