@@ -577,6 +577,90 @@ def sdk_over_http_front(server, tmp):
             proc.kill()
 
 
+def gateway_multi(tmp, rows):
+    """Several real servers behind one `steadfast proxy` (TOML `[upstreams.NAME]`), driven by the
+    Python SDK's client: every server's tools listed under NAME_tool, and a call, a prompt and a
+    resource each routed to the server that owns it."""
+    try:
+        import anyio
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+    except ImportError as e:
+        rows.append(("gateway", "several upstreams", "SKIP", f"mcp SDK not importable ({e})"))
+        return True
+    members = {s["name"]: s for s in servers(tmp)}
+    chosen = {"everything": members["server-everything"], "memory": members["server-memory"],
+              "time": members["mcp-server-time"]}
+    if any(not os.path.exists(s["argv"][0]) for s in chosen.values()):
+        rows.append(("gateway", "several upstreams", "FAIL", "a server is not installed"))
+        return False
+    config = os.path.join(tmp, "gateway.toml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write('[proxy]\nlist_timeout = "20s"\n')
+        for name, s in chosen.items():
+            f.write(f"\n[upstreams.{name}]\ncommand = {json.dumps(s['argv'][0])}\n"
+                    f"args = {json.dumps(s['argv'][1:])}\n")
+            if "env_per_side" in s:
+                f.write(f"env = {{ MEMORY_FILE_PATH = {json.dumps(os.path.join(tmp, 'memory-gw.jsonl'))} }}\n")
+    # What each server lists directly, to compare names with.
+    direct = {}
+    for name, s in chosen.items():
+        env = dict(os.environ)
+        if "env_per_side" in s:
+            env.update(s["env_per_side"]("gateway-direct"))
+        client = RawStdio(s["argv"], env=env, cwd=tmp)
+        try:
+            client.request("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
+                                          "clientInfo": CLIENT_INFO})
+            client.notify("notifications/initialized")
+            r = client.request("tools/list", {})
+            direct[name] = {t["name"] for t in r["result"]["tools"]}
+        finally:
+            client.close()
+    expected = {f"{n}_{t}" for n, tools in direct.items() for t in tools}
+
+    async def go():
+        params = StdioServerParameters(command=BIN, args=["proxy", "--config", config], cwd=tmp)
+        with anyio.fail_after(TIMEOUT * 2):
+            async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    tools = {t.name for t in (await session.list_tools()).tools}
+                    echo = await session.call_tool("everything_echo", {"message": "via gateway"})
+                    zone = await session.call_tool("time_get_current_time", {"timezone": "UTC"})
+                    graph = await session.call_tool("memory_read_graph", {})
+                    prompts = {p.name for p in (await session.list_prompts()).prompts}
+                    prompt = await session.get_prompt("everything_simple-prompt")
+                    resource = await session.read_resource(
+                        "demo://resource/static/document/architecture.md")
+                    return tools, echo, zone, graph, prompts, prompt, resource
+
+    try:
+        tools, echo, zone, graph, prompts, prompt, resource = anyio.run(go)
+    except Exception as e:  # the SDK raises many kinds; report them all the same way
+        rows.append(("gateway", "several upstreams (python SDK)", "FAIL",
+                     f"{type(e).__name__}: {str(e)[:150]}"))
+        return False
+    problems = []
+    if tools != expected:
+        problems.append(f"tools differ: missing {sorted(expected - tools)[:5]}, "
+                        f"extra {sorted(tools - expected)[:5]}")
+    if echo.isError or "via gateway" not in json.dumps(echo.model_dump()):
+        problems.append(f"everything_echo: {short(echo.model_dump())}")
+    for label, r in (("time_get_current_time", zone), ("memory_read_graph", graph)):
+        if r.isError:
+            problems.append(f"{label}: {short(r.model_dump())}")
+    if "everything_simple-prompt" not in prompts or not prompt.messages:
+        problems.append(f"prompts: {sorted(prompts)[:5]}")
+    if not resource.contents:
+        problems.append("the resource read came back empty")
+    ok = not problems
+    rows.append(("gateway", "several upstreams (python SDK)", "ok" if ok else "DIFF",
+                 "; ".join(problems) if problems else
+                 f"{len(tools)} tools from 3 servers, namespaced; a call each, a prompt, a resource"))
+    return ok
+
+
 def main():
     p = argparse.ArgumentParser(description="Direct vs through-the-proxy comparison.")
     p.add_argument("--only", action="append", help="run only these servers (by name)")
@@ -616,6 +700,8 @@ def main():
             status, detail = sdk_over_http_front(server, tmp)
             rows.append((name, "python SDK client via the HTTP front", status, detail))
             ok = ok and status != "FAIL"
+        if not args.only or "gateway" in args.only:
+            ok = gateway_multi(tmp, rows) and ok
         if not args.no_http and (not args.only or "everything-http" in args.only):
             ok = everything_over_http(tmp, rows) and ok
     finally:
