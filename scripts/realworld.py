@@ -645,10 +645,13 @@ def gateway_multi(tmp, rows):
     if tools != expected:
         problems.append(f"tools differ: missing {sorted(expected - tools)[:5]}, "
                         f"extra {sorted(tools - expected)[:5]}")
-    if echo.isError or "via gateway" not in json.dumps(echo.model_dump()):
+    def failed(r):
+        return getattr(r, "is_error", None) or getattr(r, "isError", None)
+
+    if failed(echo) or "via gateway" not in json.dumps(echo.model_dump()):
         problems.append(f"everything_echo: {short(echo.model_dump())}")
     for label, r in (("time_get_current_time", zone), ("memory_read_graph", graph)):
-        if r.isError:
+        if failed(r):
             problems.append(f"{label}: {short(r.model_dump())}")
     if "everything_simple-prompt" not in prompts or not prompt.messages:
         problems.append(f"prompts: {sorted(prompts)[:5]}")

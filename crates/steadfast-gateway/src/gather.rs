@@ -123,18 +123,25 @@ impl Session {
         let mut p: Value = params
             .and_then(|p| serde_json::from_str(p).ok())
             .unwrap_or(Value::Null);
+        let uri = |pointer: &str| {
+            p.pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
         let target = match method {
             "prompts/get" => self.rename(&mut p, "/name", Kind::Prompt),
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => p
-                .get("uri")
-                .and_then(Value::as_str)
-                .and_then(|u| self.router.route_uri(u)),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                match uri("/uri") {
+                    Some(u) => self.route_resource(&u).await,
+                    None => None,
+                }
+            }
             "completion/complete" => match p.pointer("/ref/type").and_then(Value::as_str) {
                 Some("ref/prompt") => self.rename(&mut p, "/ref/name", Kind::Prompt),
-                Some("ref/resource") => p
-                    .pointer("/ref/uri")
-                    .and_then(Value::as_str)
-                    .and_then(|u| self.router.route_uri(u)),
+                Some("ref/resource") => match uri("/ref/uri") {
+                    Some(u) => self.route_resource(&u).await,
+                    None => None,
+                },
                 _ => None,
             },
             "logging/setLevel" => return self.broadcast(id, method, params).await,
@@ -166,6 +173,44 @@ impl Session {
                 ),
             ),
         }
+    }
+
+    /// The upstream for a resource URI. A client may read a URI it never listed (a tool's
+    /// result links to it, or it was listed before a restart): then every upstream's resources
+    /// are listed once more, and failing that the URI's scheme or the only upstream offering
+    /// resources decides.
+    async fn route_resource(self: &Arc<Self>, uri: &str) -> Option<Arc<Route>> {
+        if let Some(r) = self.router.route_uri(uri) {
+            return Some(r);
+        }
+        let routes = self.router.routes().to_vec();
+        let lists = routes.iter().flat_map(|r| {
+            [
+                self.list_from(r, "resources/list", "resources", "resources"),
+                self.list_from(
+                    r,
+                    "resources/templates/list",
+                    "resourceTemplates",
+                    "resources",
+                ),
+            ]
+        });
+        futures::future::join_all(lists).await;
+        self.router
+            .route_uri(uri)
+            .or_else(|| self.router.route_scheme(uri))
+            .or_else(|| {
+                let mut offering = routes.iter().filter(|r| {
+                    r.upstream
+                        .init_result()
+                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                        .is_some_and(|v| v.pointer("/capabilities/resources").is_some())
+                });
+                match (offering.next(), offering.next()) {
+                    (Some(only), None) => Some(only.clone()),
+                    _ => None,
+                }
+            })
     }
 
     /// The route owning the name at `pointer` in `params`, with the name replaced by the

@@ -223,6 +223,21 @@ impl Router {
         }
         best.map(|(_, r)| r.clone())
     }
+
+    /// The only route that listed URIs of this URI's scheme (`demo://…`), if exactly one did.
+    pub fn route_scheme(&self, uri: &str) -> Option<Arc<Route>> {
+        let (scheme, _) = uri.split_once("://")?;
+        let scheme = format!("{scheme}://");
+        let mut owners = self.routes.iter().filter(|r| {
+            let names = r.names.read().unwrap_or_else(|e| e.into_inner());
+            names.uris.iter().any(|u| u.starts_with(&scheme))
+                || names.templates.iter().any(|t| t.starts_with(&scheme))
+        });
+        match (owners.next(), owners.next()) {
+            (Some(only), None) => Some(only.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// The upstreams a front serves: one (names unchanged) or several (namespaced).
