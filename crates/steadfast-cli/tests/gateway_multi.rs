@@ -344,3 +344,85 @@ async fn two_upstreams_behind_the_http_front() {
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn sighup_adds_and_removes_upstreams_without_dropping_the_session() {
+    let alpha_pid = Temp::new("alpha-pid");
+    let alpha = fake_table("alpha", &["--pid-file", alpha_pid.path()]);
+    let (mut p, cfg) = gateway(&format!("{FAST}\n{alpha}"));
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    let names = tool_names(&list(&mut p, 1).await);
+    assert!(names.iter().all(|n| n.starts_with("alpha_")), "{names:?}");
+    let gateway_pid = p.pid().unwrap() as i32;
+
+    // Add beta.
+    std::fs::write(
+        &cfg.0,
+        format!("{FAST}\n{alpha}\n{}", fake_table("beta", &[])),
+    )
+    .unwrap();
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    assert_eq!(unsafe { libc::kill(gateway_pid, libc::SIGHUP) }, 0);
+    assert!(
+        await_list_changed(&mut p, Duration::from_secs(10)).await,
+        "no list_changed after an upstream was added"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut id = 10;
+    loop {
+        id += 1;
+        let names = tool_names(&list(&mut p, id).await);
+        if names.contains(&"beta_echo".to_owned()) {
+            assert!(names.contains(&"alpha_echo".to_owned()), "{names:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "beta never listed: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(echoed(
+        &echo(&mut p, 100, "beta_echo", "added").await,
+        "added"
+    ));
+
+    // Remove alpha: its process ends, its tools are gone, beta stays.
+    let pid: i32 = std::fs::read_to_string(&alpha_pid.0)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(&cfg.0, format!("{FAST}\n{}", fake_table("beta", &[]))).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(gateway_pid, libc::SIGHUP) }, 0);
+    assert!(await_list_changed(&mut p, Duration::from_secs(10)).await);
+    let names = tool_names(&list(&mut p, 101).await);
+    assert!(!names.iter().any(|n| n.starts_with("alpha_")), "{names:?}");
+    assert!(names.contains(&"beta_echo".to_owned()), "{names:?}");
+    let gone = echo(&mut p, 102, "alpha_echo", "x").await;
+    assert_eq!(
+        gone.response["error"]["code"],
+        json!(-32602),
+        "{}",
+        gone.response
+    );
+    assert!(echoed(
+        &echo(&mut p, 103, "beta_echo", "stays").await,
+        "stays"
+    ));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while raw_client::alive(pid as u32) {
+        assert!(tokio::time::Instant::now() < deadline, "alpha still runs");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A config that goes back to one [upstream] is refused; the session goes on.
+    std::fs::write(&cfg.0, format!("{FAST}\n[upstream]\ncommand = \"true\"\n")).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(gateway_pid, libc::SIGHUP) }, 0);
+    assert!(echoed(
+        &echo(&mut p, 104, "beta_echo", "still").await,
+        "still"
+    ));
+}

@@ -42,12 +42,10 @@ impl Session {
     /// `initialize` with several upstreams: every one is started; the answer comes when all are
     /// connected or `list_timeout` has passed, from what is connected then.
     pub(crate) async fn initialize_all(self: &Arc<Self>, id: &str, params: &str) {
+        self.router.start(params, &self.client);
         let routes = self.router.routes().to_vec();
-        for r in &routes {
-            r.upstream.start(params, self.client.clone());
-        }
-        let init_timeout = self.upstream().settings().init_timeout;
-        let config = self.tools().config();
+        let config = self.router.config();
+        let init_timeout = config.upstream_settings().init_timeout;
         let gather = init_timeout.min(config.list_timeout);
         futures::future::join_all(routes.iter().map(|r| r.upstream.wait_connected(gather))).await;
         if !routes.iter().any(|r| r.upstream.is_connected()) {
@@ -233,8 +231,9 @@ impl Session {
 
     /// Sends a request to every connected upstream and answers `{}` (a setting for all).
     async fn broadcast(self: &Arc<Self>, id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
-        let bound = self.tools().config().list_timeout;
-        let sends = self.router.routes().iter().filter_map(|r| {
+        let bound = self.router.config().list_timeout;
+        let routes = self.router.routes();
+        let sends = routes.iter().filter_map(|r| {
             let link = r.upstream.live_link()?;
             let (guard, rx) = r
                 .upstream
@@ -287,7 +286,7 @@ impl Session {
             }
         }
         if method == "tools/list" {
-            if let Some(health) = crate::health::tool(&self.tools().config()) {
+            if let Some(health) = crate::health::tool(&self.router.config()) {
                 items.push(health);
             }
         }
@@ -315,7 +314,7 @@ impl Session {
         if !offers {
             return Ok(Vec::new());
         }
-        let bound = self.tools().config().list_timeout;
+        let bound = self.router.config().list_timeout;
         let gather = async {
             let mut out = Vec::new();
             let mut cursor: Option<Value> = None;
@@ -426,6 +425,7 @@ impl Session {
             loop {
                 tokio::select! {
                     _ = closed.cancelled() => return,
+                    _ = route.upstream.shutting_down() => return,
                     _ = route.upstream.wait_connected(Duration::from_secs(3600)) => {}
                 }
                 let Some(me) = weak.upgrade() else { return };

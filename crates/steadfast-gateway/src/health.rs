@@ -24,7 +24,7 @@ pub fn result(session: &Arc<Session>) -> Value {
     let mut upstreams = serde_json::Map::new();
     let mut tools = serde_json::Map::new();
     let mut breakers = serde_json::Map::new();
-    for r in session.router.routes() {
+    for r in session.router.routes().iter() {
         upstreams.insert(
             r.name.clone(),
             json!({

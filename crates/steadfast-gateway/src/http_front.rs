@@ -142,13 +142,7 @@ pub async fn serve_http(
             _ = term.recv() => break crate::Exit::Signal(libc::SIGTERM),
             _ = int.recv() => break crate::Exit::Signal(libc::SIGINT),
             _ = hup.recv() => match reload.as_ref().map(|r| r()) {
-                Some(Ok(new)) => {
-                    if crate::stdio_front::upstreams_differ(&new, &front.config) {
-                        tracing::warn!("the new config names other upstreams; that takes a restart");
-                    }
-                    front.router.reload(Arc::new(new));
-                    tracing::info!("config reloaded: policies, limits and budget in force for new calls");
-                }
+                Some(Ok(new)) => crate::router::log_reload(&front.router, new),
                 Some(Err(errors)) => {
                     for e in errors {
                         tracing::error!("config not reloaded (the old one stays): {e}");

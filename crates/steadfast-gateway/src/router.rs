@@ -58,58 +58,87 @@ pub enum Kind {
 }
 
 /// The routes of one endpoint, shared by every session on it.
-#[derive(Debug)]
 pub struct Router {
-    routes: Vec<Arc<Route>>,
+    /// Replaced as a whole when a reload changes the set; a request works on the snapshot it
+    /// took.
+    routes: RwLock<Arc<Vec<Arc<Route>>>>,
     /// `None`: one upstream, names unchanged.
     separator: Option<String>,
+    config: RwLock<Arc<crate::Config>>,
+    shared: crate::shared::Shared,
+    /// The first client's `initialize` params and every client so far: an upstream added by a
+    /// reload is started with them.
+    started: std::sync::Mutex<(Option<String>, Vec<std::sync::Weak<crate::client::Client>>)>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("routes", &self.routes())
+            .finish_non_exhaustive()
+    }
+}
+
+fn route(upstream: Arc<Upstream>, tools: Arc<Tools>, namespaced: bool) -> Arc<Route> {
+    Arc::new(Route {
+        name: upstream.name.clone(),
+        prefix: if namespaced {
+            crate::naming::prefix(&upstream.name)
+        } else {
+            String::new()
+        },
+        upstream,
+        tools,
+        names: RwLock::default(),
+    })
 }
 
 impl Router {
-    /// One upstream; names pass unchanged.
-    pub fn single(upstream: Arc<Upstream>, tools: Arc<Tools>) -> Arc<Self> {
+    fn new(
+        routes: Vec<Arc<Route>>,
+        separator: Option<String>,
+        config: Arc<crate::Config>,
+        shared: crate::shared::Shared,
+    ) -> Arc<Self> {
         Arc::new(Self {
-            routes: vec![Arc::new(Route {
-                name: upstream.name.clone(),
-                prefix: String::new(),
-                upstream,
-                tools,
-                names: RwLock::default(),
-            })],
-            separator: None,
+            routes: RwLock::new(Arc::new(routes)),
+            separator,
+            config: RwLock::new(config),
+            shared,
+            started: std::sync::Mutex::default(),
         })
     }
 
-    /// Several upstreams, namespaced with `separator`. Fails if two names make tool names
-    /// ambiguous (the config refuses those first, with their location).
-    pub fn namespaced(
-        routes: Vec<(Arc<Upstream>, Arc<Tools>)>,
-        separator: &str,
-    ) -> Result<Arc<Self>, String> {
-        let names: Vec<&str> = routes.iter().map(|(u, _)| u.name.as_str()).collect();
-        if let Some((_, _, why)) = crate::naming::ambiguous(&names, separator) {
-            return Err(why);
-        }
-        Ok(Arc::new(Self {
-            routes: routes
-                .into_iter()
-                .map(|(upstream, tools)| {
-                    Arc::new(Route {
-                        name: upstream.name.clone(),
-                        prefix: crate::naming::prefix(&upstream.name),
-                        upstream,
-                        tools,
-                        names: RwLock::default(),
-                    })
-                })
-                .collect(),
-            separator: Some(separator.to_owned()),
-        }))
+    /// Every route now (a snapshot: a reload may change the set afterwards).
+    pub fn routes(&self) -> Arc<Vec<Arc<Route>>> {
+        self.routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
-    /// Every route.
-    pub fn routes(&self) -> &[Arc<Route>] {
-        &self.routes
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<crate::Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Starts every upstream (once) with a client's `initialize` params, and sends what they
+    /// send to `client` too.
+    pub fn start(&self, params: &str, client: &Arc<crate::client::Client>) {
+        {
+            let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+            if started.0.is_none() {
+                started.0 = Some(params.to_owned());
+            }
+            started.1.retain(|c| c.strong_count() > 0);
+            started.1.push(Arc::downgrade(client));
+        }
+        for r in self.routes().iter() {
+            r.upstream.start(params, client.clone());
+        }
     }
 
     /// Whether names are namespaced (several upstreams).
@@ -118,22 +147,27 @@ impl Router {
     }
 
     /// The first route (the only one without namespacing).
-    pub fn first(&self) -> &Arc<Route> {
-        &self.routes[0]
+    pub fn first(&self) -> Arc<Route> {
+        self.routes()[0].clone()
     }
 
     /// Whether the upstreams have been started (by a client's `initialize`).
     pub fn is_started(&self) -> bool {
-        self.routes.iter().any(|r| r.upstream.is_started())
+        self.started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .is_some()
     }
 
     /// The route and the upstream's own name for a name a client sent; `None` if no upstream
     /// owns it.
     pub fn resolve(&self, kind: Kind, name: &str) -> Option<(Arc<Route>, String)> {
         let Some(sep) = &self.separator else {
-            return Some((self.first().clone(), name.to_owned()));
+            return Some((self.first(), name.to_owned()));
         };
-        for r in &self.routes {
+        let routes = self.routes();
+        for r in routes.iter() {
             let names = r.names.read().unwrap_or_else(|e| e.into_inner());
             let map = match kind {
                 Kind::Tool => &names.tools,
@@ -144,7 +178,7 @@ impl Router {
             }
         }
         // Not listed (yet) in this process: the prefix decides, the rest is the name.
-        self.routes.iter().find_map(|r| {
+        routes.iter().find_map(|r| {
             name.strip_prefix(r.prefix.as_str())
                 .and_then(|rest| rest.strip_prefix(sep.as_str()))
                 .filter(|rest| !rest.is_empty())
@@ -207,10 +241,11 @@ impl Router {
     /// prefix matches it longest; `None` if no upstream claimed it.
     pub fn route_uri(&self, uri: &str) -> Option<Arc<Route>> {
         if self.separator.is_none() {
-            return Some(self.first().clone());
+            return Some(self.first());
         }
+        let routes = self.routes();
         let mut best: Option<(usize, &Arc<Route>)> = None;
-        for r in &self.routes {
+        for r in routes.iter() {
             let names = r.names.read().unwrap_or_else(|e| e.into_inner());
             if names.uris.contains(uri) {
                 return Some(r.clone());
@@ -228,7 +263,8 @@ impl Router {
     pub fn route_scheme(&self, uri: &str) -> Option<Arc<Route>> {
         let (scheme, _) = uri.split_once("://")?;
         let scheme = format!("{scheme}://");
-        let mut owners = self.routes.iter().filter(|r| {
+        let routes = self.routes();
+        let mut owners = routes.iter().filter(|r| {
             let names = r.names.read().unwrap_or_else(|e| e.into_inner());
             names.uris.iter().any(|u| u.starts_with(&scheme))
                 || names.templates.iter().any(|t| t.starts_with(&scheme))
@@ -272,50 +308,185 @@ impl Router {
         config: &Arc<crate::Config>,
         shared: &crate::shared::Shared,
     ) -> Result<Arc<Self>, String> {
-        let settings = config.upstream_settings();
         match set {
-            UpstreamSet::One(spec) => Ok(Self::single(
-                Upstream::new("upstream", spec, settings),
-                Arc::new(Tools::with_shared(config.clone(), shared.clone())),
-            )),
+            UpstreamSet::One(spec) => {
+                let upstream = Upstream::new("upstream", spec, config.upstream_settings());
+                let tools = Arc::new(Tools::with_shared(config.clone(), shared.clone()));
+                Ok(Self::new(
+                    vec![route(upstream, tools, false)],
+                    None,
+                    config.clone(),
+                    shared.clone(),
+                ))
+            }
             UpstreamSet::Named(named) => {
                 if named.is_empty() {
                     return Err("no upstream: the set of upstreams is empty".to_owned());
                 }
+                let names: Vec<&str> = named.iter().map(|n| n.name.as_str()).collect();
+                if let Some((_, _, why)) = crate::naming::ambiguous(&names, &config.separator) {
+                    return Err(why);
+                }
                 let routes = named
                     .into_iter()
-                    .map(|n| {
-                        let tools = Tools::for_upstream(&n.name, config.clone(), shared.clone());
-                        (
-                            Upstream::new(n.name, n.spec, settings.clone()),
-                            Arc::new(tools),
-                        )
-                    })
+                    .map(|n| Self::make_route(n, config, shared))
                     .collect();
-                Self::namespaced(routes, &config.separator)
+                Ok(Self::new(
+                    routes,
+                    Some(config.separator.clone()),
+                    config.clone(),
+                    shared.clone(),
+                ))
             }
         }
     }
 
-    /// A new configuration's policies, limits and budgets, for calls that start from now on.
-    pub fn reload(&self, config: Arc<crate::Config>) {
-        for r in &self.routes {
+    fn make_route(
+        n: crate::config::NamedUpstream,
+        config: &Arc<crate::Config>,
+        shared: &crate::shared::Shared,
+    ) -> Arc<Route> {
+        let tools = Tools::for_upstream(&n.name, config.clone(), shared.clone());
+        route(
+            Upstream::new(n.name, n.spec, config.upstream_settings()),
+            Arc::new(tools),
+            true,
+        )
+    }
+
+    /// Takes a new configuration: its policies, limits and budgets for calls that start from
+    /// now on and, with several upstreams, its set of upstreams. An upstream that is gone or
+    /// changed is stopped (its calls in flight fail as lost); one that is new or changed is
+    /// started and announced to every client with `list_changed`. Upstreams that did not change
+    /// keep their connection, breakers and sessions. A change between one upstream and several
+    /// takes a restart (tool names would change under the clients); that is refused, saying so.
+    pub fn reload(&self, config: Arc<crate::Config>) -> Result<Vec<String>, String> {
+        let mut changes = Vec::new();
+        let current = self.routes();
+        if self.separator.is_some() {
+            if config.upstreams.is_empty() {
+                return Err(
+                    "the new config has no [upstreams.*]; going from several upstreams \
+                            to one takes a restart"
+                        .to_owned(),
+                );
+            }
+            if Some(&config.separator) != self.separator.as_ref() {
+                return Err("a new separator renames every tool; that takes a restart".to_owned());
+            }
+        } else if !config.upstreams.is_empty() {
+            return Err(
+                "the new config has [upstreams.*]; going from one upstream to several takes a \
+                 restart"
+                    .to_owned(),
+            );
+        }
+        let mut next: Vec<Arc<Route>> = Vec::new();
+        let mut added = Vec::new();
+        if self.separator.is_some() {
+            for n in &config.upstreams {
+                match current.iter().find(|r| {
+                    r.name == n.name
+                        && format!("{:?}", r.upstream.spec()) == format!("{:?}", n.spec)
+                }) {
+                    Some(same) => next.push(same.clone()),
+                    None => {
+                        let r = Self::make_route(n.clone(), &config, &self.shared);
+                        changes.push(if current.iter().any(|c| c.name == n.name) {
+                            format!("upstream `{}` changed: restarted", n.name)
+                        } else {
+                            format!("upstream `{}` added", n.name)
+                        });
+                        added.push(r.clone());
+                        next.push(r);
+                    }
+                }
+            }
+        } else {
+            next = current.to_vec();
+        }
+        let removed: Vec<Arc<Route>> = current
+            .iter()
+            .filter(|r| !next.iter().any(|n| Arc::ptr_eq(n, r)))
+            .cloned()
+            .collect();
+        for r in &removed {
+            if !changes.iter().any(|c| c.contains(&format!("`{}`", r.name))) {
+                changes.push(format!("upstream `{}` removed", r.name));
+            }
+        }
+        for r in &next {
             r.tools.reload(config.clone());
         }
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+        *self.routes.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        for r in &removed {
+            r.upstream.shutdown();
+        }
+        let (params, clients) = {
+            let started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+            let clients: Vec<_> = started
+                .1
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .collect();
+            (started.0.clone(), clients)
+        };
+        if let Some(params) = params {
+            for r in &added {
+                for c in &clients {
+                    r.upstream.start(&params, c.clone());
+                }
+            }
+        }
+        if !added.is_empty() || !removed.is_empty() {
+            for c in &clients {
+                for method in [
+                    "notifications/tools/list_changed",
+                    "notifications/prompts/list_changed",
+                    "notifications/resources/list_changed",
+                ] {
+                    c.out
+                        .push_notification(crate::jsonrpc::notification(method, None));
+                }
+            }
+        }
+        Ok(changes)
     }
 
     /// Stops every upstream and waits (bounded by their shutdown grace) until they are gone.
     pub async fn shutdown(&self) {
-        for r in &self.routes {
+        let routes = self.routes();
+        for r in routes.iter() {
             r.upstream.shutdown();
         }
-        let grace = self.first().upstream.settings().shutdown_grace;
-        let all = futures::future::join_all(self.routes.iter().map(|r| r.upstream.stopped()));
+        let grace = self.config().upstream_settings().shutdown_grace;
+        let all = futures::future::join_all(routes.iter().map(|r| r.upstream.stopped()));
         let _ = tokio::time::timeout(grace * 3 + std::time::Duration::from_secs(1), all).await;
     }
 
     /// Whether at least one upstream is connected (`/readyz`).
     pub fn any_connected(&self) -> bool {
-        self.routes.iter().any(|r| r.upstream.is_connected())
+        self.routes().iter().any(|r| r.upstream.is_connected())
+    }
+}
+
+/// Applies a reloaded configuration and says what it changed (or why it was refused).
+pub(crate) fn log_reload(router: &Router, new: crate::Config) {
+    let single_changed = !router.is_namespaced()
+        && new.upstream.is_some()
+        && new.upstream.as_ref().map(|u| format!("{u:?}"))
+            != router.config().upstream.as_ref().map(|u| format!("{u:?}"));
+    match router.reload(Arc::new(new)) {
+        Ok(changes) => {
+            if single_changed {
+                tracing::warn!("the new config names another [upstream]; that takes a restart");
+            }
+            for c in &changes {
+                tracing::info!("config reloaded: {c}");
+            }
+            tracing::info!("config reloaded: policies, limits and budgets in force for new calls");
+        }
+        Err(why) => tracing::error!("config not reloaded (the old one stays): {why}"),
     }
 }

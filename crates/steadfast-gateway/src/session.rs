@@ -117,13 +117,13 @@ impl Session {
     }
 
     /// The first upstream (the only one unless several are configured).
-    pub fn upstream(&self) -> &Arc<Upstream> {
-        &self.router.first().upstream
+    pub fn upstream(&self) -> Arc<Upstream> {
+        self.router.first().upstream.clone()
     }
 
     /// The first upstream's tool state; its config is every route's.
-    pub fn tools(&self) -> &Arc<Tools> {
-        &self.router.first().tools
+    pub fn tools(&self) -> Arc<Tools> {
+        self.router.first().tools.clone()
     }
 
     /// An error answer a peer can provoke at will (capped on the queue; see `respond_capped`).
@@ -354,11 +354,11 @@ impl Session {
 
     async fn initialize(self: &Arc<Self>, id: &str, params: &str) {
         let (upstream, tools) = (self.upstream(), self.tools());
-        upstream.start(params, self.client.clone());
+        self.router.start(params, &self.client);
         let bound = upstream.settings().init_timeout;
         match upstream.wait_connected(bound).await {
             Ok(()) => {
-                let config = tools.config();
+                let config = self.router.config();
                 if let Some(h) = config.health_tool.as_deref().filter(|h| upstream.lists(h)) {
                     return self.reply_error(
                         id,
@@ -405,7 +405,7 @@ impl Session {
     /// The server's own `initialize` result, with the tools capability added when only the
     /// health tool provides tools.
     fn adjust_init_result(&self, result: String) -> String {
-        if self.tools().config().health_tool.is_none() || result.contains("\"tools\"") {
+        if self.router.config().health_tool.is_none() || result.contains("\"tools\"") {
             return result;
         }
         match serde_json::from_str::<Value>(&result) {
@@ -425,7 +425,7 @@ impl Session {
         if self.router.is_namespaced() {
             return self.dispatch(id, method, params).await;
         }
-        let route = self.router.first().clone();
+        let route = self.router.first();
         self.forward_to(&route, id, method, params).await
     }
 
@@ -507,7 +507,7 @@ impl Session {
             .is_none_or(|p| p.get("cursor").is_none());
         self.upstream().learn_tools(&v, first_page);
         let last_page = v.get("nextCursor").is_none_or(Value::is_null);
-        match (last_page, crate::health::tool(&self.tools().config())) {
+        match (last_page, crate::health::tool(&self.router.config())) {
             (true, Some(health)) => {
                 if let Some(tools) = v.get_mut("tools").and_then(Value::as_array_mut) {
                     tools.push(health);
@@ -544,7 +544,7 @@ impl Session {
             _ => {
                 let mut line = line.to_vec();
                 line.push(b'\n');
-                for route in self.router.routes() {
+                for route in self.router.routes().iter() {
                     if route.upstream.is_started() {
                         route.upstream.notify(line.clone());
                     }

@@ -110,13 +110,7 @@ pub async fn serve_stdio_with(
             _ = int.recv() => break Exit::Signal(libc::SIGINT),
             _ = hup.recv() => match &reload {
                 Some(reload) => match reload() {
-                    Ok(new) => {
-                        if upstreams_differ(&new, &session.tools().config()) {
-                            tracing::warn!("the new config names other upstreams; that takes a restart");
-                        }
-                        router.reload(Arc::new(new));
-                        tracing::info!("config reloaded: policies, limits and budget in force for new calls");
-                    }
+                    Ok(new) => crate::router::log_reload(&router, new),
                     Err(errors) => {
                         for e in errors {
                             tracing::error!("config not reloaded (the old one stays): {e}");
@@ -139,20 +133,6 @@ pub async fn serve_stdio_with(
         let _ = tokio::time::timeout(Duration::from_millis(500), writer).await;
     }
     Ok(exit)
-}
-
-/// Whether a reloaded config names other upstreams than the running one.
-pub(crate) fn upstreams_differ(new: &Config, old: &Config) -> bool {
-    let show = |c: &Config| {
-        (
-            c.upstream.as_ref().map(ToString::to_string),
-            c.upstreams
-                .iter()
-                .map(|u| format!("{}={}", u.name, u.spec))
-                .collect::<Vec<_>>(),
-        )
-    };
-    (new.upstream.is_some() || !new.upstreams.is_empty()) && show(new) != show(old)
 }
 
 fn signal(kind: tokio::signal::unix::SignalKind) -> std::io::Result<tokio::signal::unix::Signal> {

@@ -38,7 +38,7 @@ pub async fn run(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let config = session.tools().config();
+    let config = session.router.config();
     if config.health_tool.as_deref() == Some(name.as_str()) {
         let r = crate::health::result(session);
         return Some(jsonrpc::result_response(id, &r.to_string()));

@@ -163,6 +163,11 @@ impl Upstream {
         })
     }
 
+    /// How the upstream is reached (a reload compares it).
+    pub fn spec(&self) -> &UpstreamSpec {
+        &self.spec
+    }
+
     /// The upstream's command or URL, safe to show (arguments can carry tokens).
     pub fn describe(&self) -> String {
         steadfast::sanitize(&self.spec.to_string()).into_owned()
@@ -205,6 +210,12 @@ impl Upstream {
     /// Stops the supervisor and the connection (the child is terminated).
     pub fn shutdown(&self) {
         self.shutdown.cancel();
+    }
+
+    /// Resolves once [`Upstream::shutdown`] has been called (a reload removed it, or the proxy
+    /// is stopping).
+    pub async fn shutting_down(&self) {
+        self.shutdown.cancelled().await;
     }
 
     /// Resolves when the supervisor has stopped and the child is gone (at once if it never
