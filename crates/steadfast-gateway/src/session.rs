@@ -434,9 +434,13 @@ impl Session {
                 high: Arc::default(),
                 activity: Arc::default(),
             });
-        let (guard, rx) = self
-            .upstream
-            .call(&link, method, params.map(Params::Raw), route);
+        let (guard, rx) = self.upstream.call_from(
+            &link,
+            method,
+            params.map(Params::Raw),
+            route,
+            Some(&self.client),
+        );
         let bound = self.upstream.settings().request_timeout;
         let reply = match tokio::time::timeout(bound, rx).await {
             Ok(Ok(r)) => r,

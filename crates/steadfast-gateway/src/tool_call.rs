@@ -87,10 +87,13 @@ pub async fn run(
                         .await
                         .map_err(CallFailure::NotSent)?;
                     let activity = route.as_ref().map(|r| r.activity.clone());
-                    let (guard, mut rx) =
-                        session
-                            .upstream
-                            .call(&link, "tools/call", Some(Params::Value(params)), route);
+                    let (guard, mut rx) = session.upstream.call_from(
+                        &link,
+                        "tools/call",
+                        Some(Params::Value(params)),
+                        route,
+                        Some(&session.client),
+                    );
                     let started = Instant::now();
                     let mut idle_deadline = idle.map(|d| started + d);
                     let hard_deadline = max.map(|d| started + d);

@@ -145,9 +145,11 @@ impl Session {
         }
     }
 
-    fn dispatch(&self, frame: Frame) {
+    /// Hands a message to the upstream; `related` is our request whose answer stream carried
+    /// it (the streamable-HTTP transport relates a server's messages to a request that way).
+    fn dispatch(&self, frame: Frame, related: Option<u64>) {
         if let (Some(up), Some(link)) = (self.up.upgrade(), self.link()) {
-            up.on_frame(&link, crate::framing::one_line(frame));
+            up.on_frame_related(&link, crate::framing::one_line(frame), related);
         }
     }
 
@@ -251,7 +253,7 @@ impl Session {
             if let Some(id) = request {
                 if let Ok(v) = serde_json::from_slice::<Value>(&body) {
                     if v.get("error").is_some() && v.get("id").and_then(Value::as_u64) == Some(id) {
-                        self.dispatch(Frame::Line(body[..].into()));
+                        self.dispatch(Frame::Line(body[..].into()), request);
                         return;
                     }
                 }
@@ -265,10 +267,10 @@ impl Session {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if sse {
-            self.read_events(&mut resp).await;
+            self.read_events(&mut resp, request).await;
         } else {
             match read_capped(&mut resp, self.max).await {
-                Ok(body) if !body.is_empty() => self.dispatch_body(body),
+                Ok(body) if !body.is_empty() => self.dispatch_body(body, request),
                 Ok(_) => {}
                 Err(Capped::TooLarge(len)) => self.settle(request, Reply::TooLarge(len)),
                 Err(Capped::Io(e)) => self.settle(request, Reply::Lost(e)),
@@ -285,24 +287,24 @@ impl Session {
         }
     }
 
-    fn dispatch_body(&self, body: Vec<u8>) {
+    fn dispatch_body(&self, body: Vec<u8>, related: Option<u64>) {
         let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
         if first == Some(b'[') {
             if let Ok(items) =
                 serde_json::from_slice::<Vec<Box<serde_json::value::RawValue>>>(&body)
             {
                 for item in items {
-                    self.dispatch(Frame::Line(item.get().as_bytes().into()));
+                    self.dispatch(Frame::Line(item.get().as_bytes().into()), related);
                 }
             }
         } else {
-            self.dispatch(Frame::Line(body[..].into()));
+            self.dispatch(Frame::Line(body[..].into()), related);
         }
     }
 
     /// Reads an SSE stream, dispatching each event's data; events larger than `max` are
-    /// reported as too large.
-    async fn read_events(&self, resp: &mut reqwest::Response) {
+    /// reported as too large. `related`: the request whose answer this stream is.
+    async fn read_events(&self, resp: &mut reqwest::Response, related: Option<u64>) {
         let mut line = Vec::new();
         let mut data: Vec<u8> = Vec::new();
         let mut oversized: Option<(Vec<u8>, usize)> = None;
@@ -325,9 +327,9 @@ impl Session {
                     // End of an event.
                     if let Some((head, len)) = oversized.take() {
                         let tail = data[data.len().saturating_sub(KEEP)..].to_vec();
-                        self.dispatch(Frame::TooLarge { head, tail, len });
+                        self.dispatch(Frame::TooLarge { head, tail, len }, related);
                     } else if !data.is_empty() {
-                        self.dispatch(Frame::Line(data[..].into()));
+                        self.dispatch(Frame::Line(data[..].into()), related);
                     }
                     data.clear();
                 } else if let Some(rest) = line.strip_prefix(b"data:") {
@@ -366,7 +368,7 @@ impl Session {
             match resp {
                 Ok(mut r) if r.status().is_success() => {
                     failures = 0;
-                    self.read_events(&mut r).await;
+                    self.read_events(&mut r, None).await;
                 }
                 // 405: the server offers no stream.
                 Ok(r) if r.status().as_u16() == 405 => return,
