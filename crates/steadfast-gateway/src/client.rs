@@ -24,6 +24,7 @@ pub struct Client {
     /// Responses awaited by a front that answers each request on its own (an HTTP POST).
     waiters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Vec<u8>>>>,
     /// The task feeding the client's event stream (HTTP front): one per client.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) stream: Mutex<Option<tokio_util::sync::CancellationToken>>,
 }
 

@@ -24,6 +24,9 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
                             (or on SIGUSR1, like a restart); old ids get --session-loss-status
                             400 (TypeScript SDK shape) or 404 (Python SDK shape)
   accept-and-never-answer   (HTTP) reads each request and never answers it
+  hang-exchanges            (HTTP) answers initialize and tools/list; every other POST (calls,
+                            notifications) is read and never answered until the client
+                            closes the connection, counted as "abandoned"
 
 The counter file is JSON: {"starts": n, "methods": {method: n}, "tools": {tool: n},
 "cancelled": n, "answers": n, "stale_answers": n}; "answers" counts the answers to the fake's
@@ -36,7 +39,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
+import socket
 import stat
 import sys
 import threading
@@ -57,6 +62,7 @@ MODES = {
     "tasks",
     "session-loss",
     "accept-and-never-answer",
+    "hang-exchanges",
 }
 
 KNOWN_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
@@ -573,6 +579,19 @@ def make_handler(state):
                                  "error": {"code": -32000,
                                            "message": "Bad Request: No valid session ID provided"}})
 
+        def wait_for_disconnect(self):
+            """Blocks until the client closes the connection (its end of the exchange)."""
+            sock = self.connection
+            while True:
+                readable, _, _ = select.select([sock], [], [], 0.05)
+                if readable:
+                    try:
+                        if not sock.recv(1, socket.MSG_PEEK):
+                            return
+                    except OSError:
+                        return
+                    time.sleep(0.05)  # bytes, not EOF: a pipelining client; keep waiting
+
         def do_GET(self):
             self.reply(405, None, {"Allow": "POST, DELETE"})
 
@@ -619,6 +638,12 @@ def make_handler(state):
                 self.session_gone(self.headers.get("Mcp-Session-Id"))
                 return
             headers.setdefault("Mcp-Session-Id", sid)
+            if "hang-exchanges" in fake.modes and msg.get("method") not in (
+                    "initialize", "notifications/initialized", "tools/list"):
+                fake.counter.bump("methods", msg.get("method") or "(answer)")
+                self.wait_for_disconnect()
+                fake.counter.bump("abandoned")
+                return
             if "id" not in msg or "method" not in msg:
                 fake.handle(msg, lambda _m: None)
                 self.reply(202, None, headers)

@@ -35,6 +35,8 @@ pub struct Session {
     close_reason: Mutex<Option<String>>,
     max: usize,
     in_flight: Arc<tokio::sync::Semaphore>,
+    /// The bound on an exchange no request waits on (a notification, an answer to the server).
+    bound: Duration,
 }
 
 /// Opens a connection object (nothing is sent until the handshake).
@@ -52,8 +54,9 @@ pub(super) fn open(up: &Arc<Upstream>, generation: u64) -> Result<Arc<Link>, Str
     }
     #[cfg(feature = "https")]
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let bound = up.settings.request_timeout;
     let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(10).min(bound))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let session = Arc::new(Session {
@@ -67,6 +70,7 @@ pub(super) fn open(up: &Arc<Upstream>, generation: u64) -> Result<Arc<Link>, Str
         close_reason: Mutex::new(None),
         max: up.settings.max_message_size,
         in_flight: Arc::new(tokio::sync::Semaphore::new(up.settings.max_queue)),
+        bound,
     });
     let link = Link::new(generation, Transport::Http(session.clone()));
     let _ = session.link.set(Arc::downgrade(&link));
@@ -169,11 +173,15 @@ impl Session {
 
     /// Sends one message; its answer is dispatched when it arrives.
     /// At most `max_queue` requests are in flight toward the server (the HTTP counterpart of
-    /// a stdio child's bounded input queue); each ends when the connection does.
+    /// a stdio child's bounded input queue). Every exchange — connect, headers, body — is
+    /// bounded: a request's by `exchange` (cancelled when its reply came or whoever waited for
+    /// it gave up at its own bound), any other message's by `request_timeout`; and each ends
+    /// when the connection does. A hung server so holds no socket, task or slot for long.
     pub(super) fn post(
         self: &Arc<Self>,
         line: Vec<u8>,
         request: Option<u64>,
+        exchange: Option<tokio_util::sync::CancellationToken>,
     ) -> Result<(), String> {
         let permit = self
             .in_flight
@@ -184,11 +192,23 @@ impl Session {
         let Some(link) = self.link() else {
             return Err("the upstream connection is closed".to_owned());
         };
+        let bound = self.bound;
         tokio::spawn(async move {
             let _permit = permit;
+            let over = async {
+                match &exchange {
+                    Some(t) => t.cancelled().await,
+                    None => tokio::time::sleep(bound).await,
+                }
+            };
             tokio::select! {
                 _ = me.post_inner(line, request) => {}
                 _ = link.closed() => {}
+                _ = over => {
+                    // Dropping the exchange closes its connection; whoever waits for the
+                    // reply has its own bound and answers the client from it.
+                    tracing::debug!(?request, "an HTTP exchange with the upstream was abandoned");
+                }
             }
         });
         Ok(())

@@ -91,6 +91,9 @@ struct Pending {
     /// The client whose request this is: a server request the server relates to it (sent on
     /// its HTTP answer stream) goes to that client.
     origin: Option<std::sync::Weak<Client>>,
+    /// Ends the request's HTTP exchange (connect, headers, body) when the entry goes: the
+    /// reply came, or whoever waited gave up (its own bound passed, or it was cancelled).
+    _exchange: Option<tokio_util::sync::DropGuard>,
 }
 
 /// A request's params: decoded, or raw text to pass on as it is.
@@ -401,6 +404,7 @@ impl Upstream {
             },
             Some(Params::Raw(raw)) => Some(raw.into()),
         };
+        let exchange = link.is_http().then(CancellationToken::new);
         self.pending().insert(
             id,
             Pending {
@@ -408,6 +412,7 @@ impl Upstream {
                 tx,
                 progress,
                 origin,
+                _exchange: exchange.clone().map(CancellationToken::drop_guard),
             },
         );
         let guard = InFlight {
@@ -417,7 +422,7 @@ impl Upstream {
             done: false,
         };
         let line = jsonrpc::request(&id.to_string(), method, params.as_deref());
-        if let Err(why) = link.send(line, Some(id)) {
+        if let Err(why) = link.send_request(line, id, exchange) {
             self.settle(id, Reply::NotSent(why));
         }
         (guard, rx)
