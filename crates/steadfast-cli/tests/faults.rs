@@ -505,6 +505,59 @@ async fn an_http_upstream_that_accepts_and_never_answers_gets_a_bounded_error() 
     );
 }
 
+// Every HTTP exchange with the upstream is bounded: a call's by the call's own bound (its
+// connection is closed when the attempt times out), a notification's (the cancel that
+// follows) by request_timeout. Before, each hung POST held a socket, a task and a
+// max_queue slot until the upstream session ended.
+#[tokio::test]
+async fn hung_http_exchanges_are_closed_at_their_bound() {
+    let counts = Temp::new("counts");
+    let (_server, url) =
+        http_fake(&["--mode", "hang-exchanges", "--count-file", counts.path()]).await;
+    let extra = "[tools.echo]\nretry = { max_attempts = 1, attempt_timeout = \"300ms\" }\nbreaker = { failure_threshold = 100 }\n\
+                 [proxy]\nrequest_timeout = \"500ms\"\n";
+    let config = format!(
+        "{}\n[upstream]\nurl = \"{url}\"\n",
+        FAST.replace("[proxy]\n", extra)
+    );
+    let file = Temp::new("http-config");
+    std::fs::write(&file.0, config).unwrap();
+    let mut p = RawProcess::spawn(&[
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "proxy".to_owned(),
+        "--config".to_owned(),
+        file.path().to_owned(),
+    ])
+    .unwrap();
+    init(&mut p).await;
+    // Each call is answered with a timeout at its attempt bound.
+    for i in 0..6 {
+        let a = call(&mut p, 10 + i, "echo", json!({"text": "x"})).await;
+        let text = text_of(&a.response);
+        assert!(text.contains("TIMEOUT"), "call {i}: {}", a.response);
+        assert!(a.elapsed < Duration::from_secs(3), "{:?}", a.elapsed);
+    }
+    // A forwarded request times out at request_timeout the same way.
+    let a = p
+        .call(json!(30), "prompts/list", json!({}), ANSWER)
+        .await
+        .expect("answered");
+    assert_eq!(a.response["error"]["code"], -32001, "{}", a.response);
+    // Each hung exchange was closed: 6 calls and 6 cancels, a prompts/list and its cancel.
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    loop {
+        let c = read_counts(&counts.0);
+        if c["abandoned"] == 14 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "hung exchanges still open: {c}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_brief_http_outage_is_ridden_out() {
     let (mut server, url) = http_fake(&[]).await;

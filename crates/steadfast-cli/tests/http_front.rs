@@ -74,6 +74,16 @@ async fn front_with(
     fake_args: &[&str],
     token: &str,
 ) -> (Front, temp::Temp) {
+    front_over(config, flags, Some(fake_args), token).await
+}
+
+/// The front over the fake upstream on stdio (`fake_args`), or over the config's upstream.
+async fn front_over(
+    config: &str,
+    flags: &[&str],
+    fake_args: Option<&[&str]>,
+    token: &str,
+) -> (Front, temp::Temp) {
     let file = temp::Temp::new("http-front");
     std::fs::write(&file.0, config).unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
@@ -86,14 +96,15 @@ async fn front_with(
         "--config",
     ])
     .arg(&file.0)
-    .args(flags)
-    .arg("--")
-    .args(fake_upstream_command(fake_args))
-    .env("FRONT_TOKEN", token)
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .kill_on_drop(true);
+    .args(flags);
+    if let Some(args) = fake_args {
+        cmd.arg("--").args(fake_upstream_command(args));
+    }
+    cmd.env("FRONT_TOKEN", token)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
     let mut child = cmd.spawn().unwrap();
     let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let url = tokio::time::timeout(ANSWER, async {
@@ -421,4 +432,188 @@ async fn sighup_reloads_the_policies_of_every_session() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = f.call("r", &sid, 2, "flaky").await;
     assert_eq!(r["result"]["content"][0]["text"], "flaky succeeded", "{r}");
+}
+
+/// A session's event stream (`GET /mcp`), read message by message.
+struct Events {
+    stream: tokio::net::TcpStream,
+    buf: String,
+}
+
+impl Events {
+    async fn open(f: &Front, token: &str, sid: &str) -> Self {
+        use tokio::io::AsyncWriteExt;
+        let rest = f.url.strip_prefix("http://").unwrap();
+        let (authority, path) = rest.split_once('/').unwrap();
+        let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+        let get = format!(
+            "GET /{path} HTTP/1.1\r\nHost: {authority}\r\nAccept: text/event-stream\r\n\
+             Authorization: Bearer {token}\r\nMcp-Session-Id: {sid}\r\n\r\n"
+        );
+        stream.write_all(get.as_bytes()).await.unwrap();
+        Self {
+            stream,
+            buf: String::new(),
+        }
+    }
+
+    /// The next message on the stream that satisfies `pred`, within `ANSWER`.
+    async fn next_where(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        self.next_after(pred).await.0
+    }
+
+    /// As [`Events::next_where`], with the messages skipped on the way.
+    async fn next_after(&mut self, pred: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
+        let mut skipped = Vec::new();
+        use tokio::io::AsyncReadExt;
+        let deadline = tokio::time::Instant::now() + ANSWER;
+        loop {
+            while let Some(end) = self.buf.find("\n\n") {
+                let event: String = self.buf.drain(..end + 2).collect();
+                for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
+                    if let Ok(m) = serde_json::from_str::<Value>(data.trim()) {
+                        if pred(&m) {
+                            return (m, skipped);
+                        }
+                        skipped.push(m);
+                    }
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            let n = tokio::time::timeout_at(deadline, self.stream.read(&mut chunk))
+                .await
+                .expect("a matching message on the event stream in time")
+                .unwrap();
+            assert!(n > 0, "the event stream closed: {}", self.buf);
+            self.buf.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    }
+}
+
+/// Starts `tools/call NAME ARGS` in session `sid` (its POST answers when the call ends).
+fn spawn_call(
+    f: &Front,
+    token: &str,
+    sid: &str,
+    id: i64,
+    name: &str,
+    args: Value,
+) -> tokio::task::JoinHandle<(u16, Value)> {
+    let (url, token, sid) = (f.url.clone(), token.to_owned(), sid.to_owned());
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}});
+    tokio::spawn(async move {
+        let f = Front { _child: None, url };
+        let (status, _, v) = f.post(Some(&token), Some(&sid), None, &body).await;
+        (status, v)
+    })
+}
+
+fn ask_text(r: &Value) -> Value {
+    let text = r
+        .pointer("/result/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no text in {r}"));
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+/// Session `sid` saw no request from the server: a progress notification of a call of its own
+/// comes after anything queued for it before, and nothing before it is a request.
+async fn assert_no_server_request(f: &Front, token: &str, sid: &str, events: &mut Events) {
+    let body = json!({"jsonrpc": "2.0", "id": 90, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"seconds": 0.05, "steps": 1}, "_meta": {"progressToken": "mark"}}});
+    let (status, _, r) = f.post(Some(token), Some(sid), None, &body).await;
+    assert_eq!(status, 200, "{r}");
+    let (_, before) = events
+        .next_after(|m| {
+            m["method"] == "notifications/progress" && m["params"]["progressToken"] == "mark"
+        })
+        .await;
+    assert!(
+        before.iter().all(|m| m.get("id").is_none()),
+        "this session got a request meant for another: {before:?}"
+    );
+}
+
+async fn answer_roots(f: &Front, token: &str, sid: &str, request: &Value, uri: &str) {
+    let answer =
+        json!({"jsonrpc": "2.0", "id": request["id"], "result": {"roots": [{"uri": uri}]}});
+    let (status, _, _) = f.post(Some(token), Some(sid), None, &answer).await;
+    assert_eq!(status, 202);
+}
+
+// A request from a stdio server carries no relation: it goes to the session with the newest
+// request in flight (the one the server is working for), not to the first session.
+#[tokio::test]
+async fn a_server_request_goes_to_the_session_whose_call_caused_it() {
+    let (f, _c) = front("", &[], "q").await;
+    let a = f.initialize("q").await;
+    let b = f.initialize("q").await;
+    let mut a_events = Events::open(&f, "q", &a).await;
+    let mut b_events = Events::open(&f, "q", &b).await;
+    let call = spawn_call(&f, "q", &b, 7, "ask", json!({"method": "roots/list"}));
+    let req = b_events
+        .next_where(|m| m["method"] == "roots/list" && m.get("id").is_some())
+        .await;
+    answer_roots(&f, "q", &b, &req, "file:///b").await;
+    let (status, r) = tokio::time::timeout(ANSWER, call).await.unwrap().unwrap();
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        ask_text(&r)["result"]["roots"][0]["uri"],
+        "file:///b",
+        "{r}"
+    );
+    assert_no_server_request(&f, "q", &a, &mut a_events).await;
+}
+
+// An HTTP server relates its request to the call whose answer stream carries it: it goes to
+// that call's session even while another session's call is newer.
+#[tokio::test]
+async fn an_http_server_request_goes_to_the_session_of_the_stream_it_came_on() {
+    let mut server = tokio::process::Command::new("python3")
+        .args(fake_upstream_command(&["--http", "0"]).iter().skip(1))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let upstream = tokio::time::timeout(ANSWER, out.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let config = format!("[upstream]\nurl = \"{}\"\n", upstream.trim());
+    let (f, _c) = front_over(&config, &[], None, "h").await;
+    let a = f.initialize("h").await;
+    let b = f.initialize("h").await;
+    let mut a_events = Events::open(&f, "h", &a).await;
+    let mut b_events = Events::open(&f, "h", &b).await;
+    // B asks once A's call has reached the server too (two tools/call seen): A's call is then
+    // the newest in flight, and only the relation says the request is B's.
+    let b_call = spawn_call(
+        &f,
+        "h",
+        &b,
+        8,
+        "ask",
+        json!({"method": "roots/list", "after_calls": 2}),
+    );
+    let a_call = spawn_call(&f, "h", &a, 9, "hang", json!({}));
+    let req = b_events
+        .next_where(|m| m["method"] == "roots/list" && m.get("id").is_some())
+        .await;
+    answer_roots(&f, "h", &b, &req, "file:///b").await;
+    let (status, r) = tokio::time::timeout(ANSWER, b_call).await.unwrap().unwrap();
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(
+        ask_text(&r)["result"]["roots"][0]["uri"],
+        "file:///b",
+        "{r}"
+    );
+    // A cancels its hanging call; its POST ends.
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}});
+    assert_eq!(f.post(Some("h"), Some(&a), None, &cancel).await.0, 202);
+    tokio::time::timeout(ANSWER, a_call).await.unwrap().unwrap();
+    assert_no_server_request(&f, "h", &a, &mut a_events).await;
 }

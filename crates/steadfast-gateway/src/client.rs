@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 
@@ -10,24 +11,20 @@ use crate::jsonrpc;
 use crate::outbound::Outbound;
 use crate::upstream::{Link, Upstream};
 
-/// Requests from servers awaiting the client's answer, at most this many at once.
-const MAX_SERVER_REQUESTS: usize = 256;
+mod server_requests;
 
-struct ServerRequest {
-    upstream: Weak<Upstream>,
-    generation: u64,
-    id: String,
-}
+use server_requests::{MAX_SERVER_REQUESTS, ServerRequest, ServerRequests};
 
 /// One connected client.
 pub struct Client {
     /// What goes to the client.
     pub out: Arc<Outbound>,
-    server_requests: Mutex<HashMap<String, ServerRequest>>,
+    server_requests: ServerRequests,
     next: AtomicU64,
     /// Responses awaited by a front that answers each request on its own (an HTTP POST).
     waiters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Vec<u8>>>>,
     /// The task feeding the client's event stream (HTTP front): one per client.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) stream: Mutex<Option<tokio_util::sync::CancellationToken>>,
 }
 
@@ -42,7 +39,7 @@ impl Client {
     pub fn new(max_notifications: usize) -> Arc<Self> {
         Arc::new(Self {
             out: Arc::new(Outbound::new(max_notifications)),
-            server_requests: Mutex::default(),
+            server_requests: ServerRequests::default(),
             next: AtomicU64::new(1),
             waiters: Mutex::default(),
             stream: Mutex::default(),
@@ -105,59 +102,52 @@ impl Client {
             .remove(id);
     }
 
-    fn requests(&self) -> std::sync::MutexGuard<'_, HashMap<String, ServerRequest>> {
-        self.server_requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Passes a request from a server (sampling, roots, elicitation) to the client under an
-    /// id of ours, so the client's answer can be routed back.
+    /// id of ours, so the client's answer can be routed back. The entry ends when the client
+    /// answers, the server cancels it, the server's connection ends, or `timeout` passes (the
+    /// server is then answered with an error, so it does not wait for ever either).
     pub fn forward_server_request(
-        &self,
+        self: &Arc<Self>,
         upstream: &Arc<Upstream>,
         link: &Arc<Link>,
         id: &str,
         method: &str,
         params: Option<&RawValue>,
+        timeout: Duration,
     ) -> Result<(), String> {
         let ours = format!(
             "\"steadfast-{}\"",
             self.next.fetch_add(1, Ordering::Relaxed)
         );
-        {
-            let mut reqs = self.requests();
-            if reqs.len() >= MAX_SERVER_REQUESTS {
-                return Err("too many requests from the server await the client".to_owned());
+        let weak = Arc::downgrade(self);
+        let key = ours.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            if let Some(client) = weak.upgrade() {
+                client.expire_server_request(&key, timeout);
             }
-            reqs.insert(
-                ours.clone(),
-                ServerRequest {
-                    upstream: Arc::downgrade(upstream),
-                    generation: link.generation(),
-                    id: id.to_owned(),
-                },
-            );
+        });
+        let entry = ServerRequest {
+            upstream: Arc::downgrade(upstream),
+            generation: link.generation(),
+            id: id.to_owned(),
+            method: method.to_owned(),
+            timer: timer.abort_handle(),
+        };
+        if let Err(entry) = self.server_requests.insert(ours.clone(), entry) {
+            entry.timer.abort();
+            return Err(format!(
+                "too many requests from the server await the client (at most {MAX_SERVER_REQUESTS})"
+            ));
         }
         self.out
             .push(jsonrpc::request(&ours, method, params.map(RawValue::get)));
         Ok(())
     }
 
-    /// Our id for a server's request id (raw JSON), to rename a cancel.
-    pub fn server_request_id(&self, upstream_id: &str) -> Option<String> {
-        self.requests()
-            .iter()
-            .find(|(_, r)| r.id == upstream_id)
-            .map(|(k, _)| k.trim_matches('"').to_owned())
-    }
-
     /// Relays the client's answer (result or error, raw) to the server that asked.
     pub fn answer_server(&self, id: &str, result: Option<&RawValue>, error: Option<&RawValue>) {
-        let Some(req) = self.requests().remove(id) else {
-            return;
-        };
-        let Some(upstream) = req.upstream.upgrade() else {
+        let Some(req) = self.server_requests.remove(id) else {
             return;
         };
         let line = match (result, error) {
@@ -165,6 +155,86 @@ impl Client {
             (_, Some(e)) => jsonrpc::raw_error_response(&req.id, e.get()),
             _ => return,
         };
-        upstream.reply_to_server(req.generation, line);
+        req.reply(line);
+    }
+
+    /// The server cancelled its request `upstream_id` (raw JSON) sent on connection
+    /// `generation`: the entry ends, and the client is told under our id.
+    pub fn server_cancelled(
+        &self,
+        upstream: &Upstream,
+        generation: u64,
+        upstream_id: &str,
+        reason: Option<&str>,
+    ) -> bool {
+        let found = self
+            .server_requests
+            .take_where(|r| r.from(upstream) && r.generation == generation && r.id == upstream_id);
+        let Some((ours, _)) = found.into_iter().next() else {
+            return false;
+        };
+        self.tell_cancelled(&ours, reason.unwrap_or("the server cancelled its request"));
+        true
+    }
+
+    /// The server's connection `generation` ended (a restart, a lost session, shutdown): its
+    /// requests can no longer be answered, so their entries end and the client is told.
+    pub fn server_connection_ended(&self, upstream: &Upstream, generation: u64, why: &str) {
+        let gone = self
+            .server_requests
+            .take_where(|r| r.from(upstream) && r.generation <= generation);
+        for (ours, _) in gone {
+            self.tell_cancelled(
+                &ours,
+                &format!(
+                    "the server's connection ended: {}",
+                    steadfast::sanitize(why)
+                ),
+            );
+        }
+    }
+
+    /// Requests from servers awaiting this client now.
+    pub fn server_requests_waiting(&self) -> usize {
+        self.server_requests.len()
+    }
+
+    fn expire_server_request(&self, ours: &str, after: Duration) {
+        let Some(req) = self.server_requests.remove(ours) else {
+            return;
+        };
+        let message = format!(
+            "the client did not answer {} within {after:?} (the proxy's request_timeout)",
+            req.method
+        );
+        tracing::warn!(method = %req.method, "a request from the server timed out awaiting the client");
+        let line = jsonrpc::error_response(&req.id, jsonrpc::code::UPSTREAM_TIMEOUT, &message);
+        req.reply(line);
+        self.tell_cancelled(ours, &message);
+    }
+
+    /// `notifications/cancelled` to the client for our request id `ours` (raw JSON).
+    fn tell_cancelled(&self, ours: &str, reason: &str) {
+        let id: serde_json::Value = serde_json::from_str(ours).unwrap_or(serde_json::Value::Null);
+        let params = serde_json::json!({"requestId": id, "reason": reason}).to_string();
+        self.out.push_notification(jsonrpc::notification(
+            "notifications/cancelled",
+            Some(&params),
+        ));
+    }
+}
+
+impl Drop for Client {
+    /// A client that goes away with server requests unanswered: each server hears so at once
+    /// rather than waiting for its own timeout.
+    fn drop(&mut self) {
+        for (_, req) in self.server_requests.take_where(|_| true) {
+            let line = jsonrpc::error_response(
+                &req.id,
+                jsonrpc::code::INTERNAL_ERROR,
+                "the client session ended before it answered",
+            );
+            req.reply(line);
+        }
     }
 }

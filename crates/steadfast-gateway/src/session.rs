@@ -457,7 +457,13 @@ impl Session {
                 high: Arc::default(),
                 activity: Arc::default(),
             });
-        let (guard, rx) = upstream.call(&link, method, params.map(Params::Raw), progress);
+        let (guard, rx) = upstream.call_from(
+            &link,
+            method,
+            params.map(Params::Raw),
+            progress,
+            Some(&self.client),
+        );
         let bound = upstream.settings().request_timeout;
         let reply = match tokio::time::timeout(bound, rx).await {
             Ok(Ok(r)) => r,

@@ -100,8 +100,13 @@ pub async fn run(
                     }
                     let link = upstream.link().await.map_err(CallFailure::NotSent)?;
                     let activity = route.as_ref().map(|r| r.activity.clone());
-                    let (guard, mut rx) =
-                        upstream.call(&link, "tools/call", Some(Params::Value(params)), route);
+                    let (guard, mut rx) = upstream.call_from(
+                        &link,
+                        "tools/call",
+                        Some(Params::Value(params)),
+                        route,
+                        Some(&session.client),
+                    );
                     let started = Instant::now();
                     let mut idle_deadline = idle.map(|d| started + d);
                     let hard_deadline = max.map(|d| started + d);

@@ -9,7 +9,8 @@ saw; ``--count-file`` records what *it* saw, so a test can tell "retried twice" 
 Modes (``--mode NAME``, repeatable, combine where it makes sense):
 
   normal                    tools echo, slow (progress), flaky, lookup (read-only),
-                            charge (non-idempotent), hang, big; ping; logging/setLevel
+                            charge (non-idempotent), hang, big, ask (a request to the
+                            client: sampling, roots, elicitation); ping; logging/setLevel
   never-answers-initialize  reads everything, answers nothing
   garbage-then-sleep        prints non-JSON lines at start, then answers nothing
   exit-after-initialize     (stdio) answers initialize, then exits (after --exit-delay-ms)
@@ -23,9 +24,13 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
                             (or on SIGUSR1, like a restart); old ids get --session-loss-status
                             400 (TypeScript SDK shape) or 404 (Python SDK shape)
   accept-and-never-answer   (HTTP) reads each request and never answers it
+  hang-exchanges            (HTTP) answers initialize and tools/list; every other POST (calls,
+                            notifications) is read and never answered until the client
+                            closes the connection, counted as "abandoned"
 
 The counter file is JSON: {"starts": n, "methods": {method: n}, "tools": {tool: n},
-"cancelled": n}; it is rewritten (atomically) after every message and carries on across
+"cancelled": n, "answers": n, "stale_answers": n}; "answers" counts the answers to the fake's
+own requests (``ask``), "stale_answers" those to a request it had cancelled; it is rewritten (atomically) after every message and carries on across
 restarts of the process, so a test can count restarts too.
 """
 
@@ -34,7 +39,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
+import socket
 import stat
 import sys
 import threading
@@ -55,6 +62,7 @@ MODES = {
     "tasks",
     "session-loss",
     "accept-and-never-answer",
+    "hang-exchanges",
 }
 
 KNOWN_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
@@ -90,6 +98,14 @@ TOOLS = [
     tool("hang", "Never answers (until cancelled).", {}, None, {"readOnlyHint": True}),
     tool("big", "Returns `mib` MiB of text.", {"mib": {"type": "number"}}, None,
          {"readOnlyHint": True}),
+    tool("ask", "Sends the client a request (`method`, default roots/list, with `params`) and "
+         "returns its answer as JSON text. `after_calls`: first wait until that many tools/call "
+         "requests have arrived; `cancel_after_ms`: cancel the request if unanswered by then; "
+         "`wait_s`: give up after that long (default 30).",
+         {"method": {"type": "string"}, "params": {"type": "object"},
+          "after_calls": {"type": "integer"}, "cancel_after_ms": {"type": "integer"},
+          "wait_s": {"type": "number"}}, None,
+         {"readOnlyHint": False, "idempotentHint": False}),
 ]
 
 TASK_TOOL = tool(
@@ -185,6 +201,14 @@ class Fake:
         self.cancel_lock = threading.Lock()
         self.tasks = {}
         self.tasks_lock = threading.Lock()
+        # Requests the fake sent the client: id (JSON text) -> [event, answer]; and the ids it
+        # cancelled, so a late answer is counted as stale.
+        self.asked = {}
+        self.asked_cancelled = set()
+        self.asked_lock = threading.Lock()
+        self.next_ask = 0
+        self.calls_seen = 0
+        self.calls_cond = threading.Condition()
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -213,7 +237,9 @@ class Fake:
         method = msg.get("method")
         rid = msg.get("id")
         if method is None:
-            return True  # a response to something we never asked; ignore
+            if rid is not None:
+                self.on_answer(msg)
+            return True
         self.counter.bump("methods", method)
         if rid is None:
             if method == "notifications/cancelled":
@@ -246,6 +272,9 @@ class Fake:
         elif method == "logging/setLevel":
             emit([ok(rid, {})])
         elif method == "tools/call":
+            with self.calls_cond:
+                self.calls_seen += 1
+                self.calls_cond.notify_all()
             threading.Thread(target=self.call_tool, args=(rid, params, emit), daemon=True).start()
         elif method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel") \
                 and "tasks" in self.modes:
@@ -319,7 +348,53 @@ class Fake:
         if name == "hang":
             cancelled.wait()
             return None
+        if name == "ask":
+            return self.ask(arguments, emit)
         return text_result("?")
+
+    # -- requests to the client ---------------------------------------------------------------
+
+    def ask(self, arguments, emit):
+        after = int(arguments.get("after_calls", 0))
+        with self.calls_cond:
+            self.calls_cond.wait_for(lambda: self.calls_seen >= after, timeout=10)
+        with self.asked_lock:
+            self.next_ask += 1
+            rid = f"srv-{self.next_ask}"
+            slot = [threading.Event(), None]
+            self.asked[json.dumps(rid)] = slot
+        method = str(arguments.get("method", "roots/list"))
+        emit([{"jsonrpc": "2.0", "id": rid, "method": method,
+               "params": arguments.get("params") or {}}])
+        cancel_ms = arguments.get("cancel_after_ms")
+        wait = float(arguments.get("wait_s", 30))
+        if cancel_ms is not None:
+            wait = min(wait, int(cancel_ms) / 1000)
+        answered = slot[0].wait(wait)
+        with self.asked_lock:
+            self.asked.pop(json.dumps(rid), None)
+            if not answered and cancel_ms is not None:
+                self.asked_cancelled.add(json.dumps(rid))
+        if not answered:
+            if cancel_ms is not None:
+                emit([{"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": rid, "reason": "the fake gave up"}}])
+                return text_result(json.dumps({"cancelled": rid}))
+            return text_result(json.dumps({"unanswered": rid}))
+        answer = slot[1]
+        return text_result(json.dumps({k: answer[k] for k in ("result", "error") if k in answer}))
+
+    def on_answer(self, msg):
+        key = json.dumps(msg.get("id"))
+        with self.asked_lock:
+            slot = self.asked.get(key)
+            stale = key in self.asked_cancelled
+        self.counter.bump("answers")
+        if slot is not None:
+            slot[1] = msg
+            slot[0].set()
+        elif stale:
+            self.counter.bump("stale_answers")
 
     def flood(self, emit):
         n = self.args.flood
@@ -504,6 +579,19 @@ def make_handler(state):
                                  "error": {"code": -32000,
                                            "message": "Bad Request: No valid session ID provided"}})
 
+        def wait_for_disconnect(self):
+            """Blocks until the client closes the connection (its end of the exchange)."""
+            sock = self.connection
+            while True:
+                readable, _, _ = select.select([sock], [], [], 0.05)
+                if readable:
+                    try:
+                        if not sock.recv(1, socket.MSG_PEEK):
+                            return
+                    except OSError:
+                        return
+                    time.sleep(0.05)  # bytes, not EOF: a pipelining client; keep waiting
+
         def do_GET(self):
             self.reply(405, None, {"Allow": "POST, DELETE"})
 
@@ -550,6 +638,12 @@ def make_handler(state):
                 self.session_gone(self.headers.get("Mcp-Session-Id"))
                 return
             headers.setdefault("Mcp-Session-Id", sid)
+            if "hang-exchanges" in fake.modes and msg.get("method") not in (
+                    "initialize", "notifications/initialized", "tools/list"):
+                fake.counter.bump("methods", msg.get("method") or "(answer)")
+                self.wait_for_disconnect()
+                fake.counter.bump("abandoned")
+                return
             if "id" not in msg or "method" not in msg:
                 fake.handle(msg, lambda _m: None)
                 self.reply(202, None, headers)
@@ -581,8 +675,11 @@ def make_handler(state):
                 with lock:
                     if done.is_set():
                         return
-                    notes = [m for m in messages if "id" not in m]
-                    resp = [m for m in messages if "id" in m and m.get("id") == msg["id"]]
+                    # Notifications and the fake's own requests ride the answer stream of
+                    # the request they belong to, ahead of its response.
+                    resp = [m for m in messages
+                            if "method" not in m and m.get("id") == msg["id"]]
+                    notes = [m for m in messages if not any(m is r for r in resp)]
                     if sse and notes:
                         if not started:
                             start_stream()

@@ -35,6 +35,8 @@ pub struct Session {
     close_reason: Mutex<Option<String>>,
     max: usize,
     in_flight: Arc<tokio::sync::Semaphore>,
+    /// The bound on an exchange no request waits on (a notification, an answer to the server).
+    bound: Duration,
 }
 
 /// Opens a connection object (nothing is sent until the handshake).
@@ -52,8 +54,9 @@ pub(super) fn open(up: &Arc<Upstream>, generation: u64) -> Result<Arc<Link>, Str
     }
     #[cfg(feature = "https")]
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let bound = up.settings.request_timeout;
     let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
+        .connect_timeout(Duration::from_secs(10).min(bound))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let session = Arc::new(Session {
@@ -67,6 +70,7 @@ pub(super) fn open(up: &Arc<Upstream>, generation: u64) -> Result<Arc<Link>, Str
         close_reason: Mutex::new(None),
         max: up.settings.max_message_size,
         in_flight: Arc::new(tokio::sync::Semaphore::new(up.settings.max_queue)),
+        bound,
     });
     let link = Link::new(generation, Transport::Http(session.clone()));
     let _ = session.link.set(Arc::downgrade(&link));
@@ -145,9 +149,11 @@ impl Session {
         }
     }
 
-    fn dispatch(&self, frame: Frame) {
+    /// Hands a message to the upstream; `related` is our request whose answer stream carried
+    /// it (the streamable-HTTP transport relates a server's messages to a request that way).
+    fn dispatch(&self, frame: Frame, related: Option<u64>) {
         if let (Some(up), Some(link)) = (self.up.upgrade(), self.link()) {
-            up.on_frame(&link, crate::framing::one_line(frame));
+            up.on_frame_related(&link, crate::framing::one_line(frame), related);
         }
     }
 
@@ -167,11 +173,15 @@ impl Session {
 
     /// Sends one message; its answer is dispatched when it arrives.
     /// At most `max_queue` requests are in flight toward the server (the HTTP counterpart of
-    /// a stdio child's bounded input queue); each ends when the connection does.
+    /// a stdio child's bounded input queue). Every exchange — connect, headers, body — is
+    /// bounded: a request's by `exchange` (cancelled when its reply came or whoever waited for
+    /// it gave up at its own bound), any other message's by `request_timeout`; and each ends
+    /// when the connection does. A hung server so holds no socket, task or slot for long.
     pub(super) fn post(
         self: &Arc<Self>,
         line: Vec<u8>,
         request: Option<u64>,
+        exchange: Option<tokio_util::sync::CancellationToken>,
     ) -> Result<(), String> {
         let permit = self
             .in_flight
@@ -182,11 +192,23 @@ impl Session {
         let Some(link) = self.link() else {
             return Err("the upstream connection is closed".to_owned());
         };
+        let bound = self.bound;
         tokio::spawn(async move {
             let _permit = permit;
+            let over = async {
+                match &exchange {
+                    Some(t) => t.cancelled().await,
+                    None => tokio::time::sleep(bound).await,
+                }
+            };
             tokio::select! {
                 _ = me.post_inner(line, request) => {}
                 _ = link.closed() => {}
+                _ = over => {
+                    // Dropping the exchange closes its connection; whoever waits for the
+                    // reply has its own bound and answers the client from it.
+                    tracing::debug!(?request, "an HTTP exchange with the upstream was abandoned");
+                }
             }
         });
         Ok(())
@@ -251,7 +273,7 @@ impl Session {
             if let Some(id) = request {
                 if let Ok(v) = serde_json::from_slice::<Value>(&body) {
                     if v.get("error").is_some() && v.get("id").and_then(Value::as_u64) == Some(id) {
-                        self.dispatch(Frame::Line(body[..].into()));
+                        self.dispatch(Frame::Line(body[..].into()), request);
                         return;
                     }
                 }
@@ -265,10 +287,10 @@ impl Session {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if sse {
-            self.read_events(&mut resp).await;
+            self.read_events(&mut resp, request).await;
         } else {
             match read_capped(&mut resp, self.max).await {
-                Ok(body) if !body.is_empty() => self.dispatch_body(body),
+                Ok(body) if !body.is_empty() => self.dispatch_body(body, request),
                 Ok(_) => {}
                 Err(Capped::TooLarge(len)) => self.settle(request, Reply::TooLarge(len)),
                 Err(Capped::Io(e)) => self.settle(request, Reply::Lost(e)),
@@ -285,24 +307,24 @@ impl Session {
         }
     }
 
-    fn dispatch_body(&self, body: Vec<u8>) {
+    fn dispatch_body(&self, body: Vec<u8>, related: Option<u64>) {
         let first = body.iter().find(|b| !b.is_ascii_whitespace()).copied();
         if first == Some(b'[') {
             if let Ok(items) =
                 serde_json::from_slice::<Vec<Box<serde_json::value::RawValue>>>(&body)
             {
                 for item in items {
-                    self.dispatch(Frame::Line(item.get().as_bytes().into()));
+                    self.dispatch(Frame::Line(item.get().as_bytes().into()), related);
                 }
             }
         } else {
-            self.dispatch(Frame::Line(body[..].into()));
+            self.dispatch(Frame::Line(body[..].into()), related);
         }
     }
 
     /// Reads an SSE stream, dispatching each event's data; events larger than `max` are
-    /// reported as too large.
-    async fn read_events(&self, resp: &mut reqwest::Response) {
+    /// reported as too large. `related`: the request whose answer this stream is.
+    async fn read_events(&self, resp: &mut reqwest::Response, related: Option<u64>) {
         let mut line = Vec::new();
         let mut data: Vec<u8> = Vec::new();
         let mut oversized: Option<(Vec<u8>, usize)> = None;
@@ -325,9 +347,9 @@ impl Session {
                     // End of an event.
                     if let Some((head, len)) = oversized.take() {
                         let tail = data[data.len().saturating_sub(KEEP)..].to_vec();
-                        self.dispatch(Frame::TooLarge { head, tail, len });
+                        self.dispatch(Frame::TooLarge { head, tail, len }, related);
                     } else if !data.is_empty() {
-                        self.dispatch(Frame::Line(data[..].into()));
+                        self.dispatch(Frame::Line(data[..].into()), related);
                     }
                     data.clear();
                 } else if let Some(rest) = line.strip_prefix(b"data:") {
@@ -366,7 +388,7 @@ impl Session {
             match resp {
                 Ok(mut r) if r.status().is_success() => {
                     failures = 0;
-                    self.read_events(&mut r).await;
+                    self.read_events(&mut r, None).await;
                 }
                 // 405: the server offers no stream.
                 Ok(r) if r.status().as_u16() == 405 => return,

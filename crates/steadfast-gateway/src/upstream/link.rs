@@ -58,12 +58,44 @@ impl Link {
         self.closed.cancelled().await;
     }
 
+    /// Whether this is an HTTP session (each message its own exchange).
+    pub fn is_http(&self) -> bool {
+        match &self.transport {
+            Transport::Stdio(_) => false,
+            #[cfg(feature = "http")]
+            Transport::Http(_) => true,
+        }
+    }
+
     /// Writes one message. `request` is the upstream id when a reply is expected. An error
     /// means the message was certainly not delivered.
     pub fn send(&self, line: Vec<u8>, request: Option<u64>) -> Result<(), String> {
+        self.send_inner(line, request, None)
+    }
+
+    /// Writes request `id`; over HTTP its exchange lasts until `exchange` is cancelled (the
+    /// request settled or was given up), so a hung server holds no connection past that.
+    pub(super) fn send_request(
+        &self,
+        line: Vec<u8>,
+        id: u64,
+        exchange: Option<CancellationToken>,
+    ) -> Result<(), String> {
+        self.send_inner(line, Some(id), exchange)
+    }
+
+    fn send_inner(
+        &self,
+        line: Vec<u8>,
+        request: Option<u64>,
+        exchange: Option<CancellationToken>,
+    ) -> Result<(), String> {
         if self.is_closed() {
             return Err("the upstream connection is closed".to_owned());
         }
+        // A stdio child reads its input in order: nothing per message to bound.
+        #[cfg(not(feature = "http"))]
+        let _ = (request, exchange);
         match &self.transport {
             Transport::Stdio(tx) => tx.try_send(line).map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => {
@@ -74,11 +106,8 @@ impl Link {
                 }
             }),
             #[cfg(feature = "http")]
-            Transport::Http(session) => session.post(line, request),
+            Transport::Http(session) => session.post(line, request, exchange),
         }
-        .map(|_| {
-            let _ = request;
-        })
     }
 
     /// Tells the server to stop working on request `id`.

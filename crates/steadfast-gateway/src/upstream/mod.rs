@@ -88,6 +88,12 @@ struct Pending {
     generation: u64,
     tx: oneshot::Sender<Reply>,
     progress: Option<ProgressRoute>,
+    /// The client whose request this is: a server request the server relates to it (sent on
+    /// its HTTP answer stream) goes to that client.
+    origin: Option<std::sync::Weak<Client>>,
+    /// Ends the request's HTTP exchange (connect, headers, body) when the entry goes: the
+    /// reply came, or whoever waited gave up (its own bound passed, or it was cancelled).
+    _exchange: Option<tokio_util::sync::DropGuard>,
 }
 
 /// A request's params: decoded, or raw text to pass on as it is.
@@ -122,6 +128,8 @@ pub struct Upstream {
     annotations: RwLock<HashMap<String, (bool, bool)>>,
     listed: RwLock<HashSet<String>>,
     clients: RwLock<Vec<std::sync::Weak<Client>>>,
+    /// The client that most recently sent a request here.
+    last_active: Mutex<std::sync::Weak<Client>>,
     restarts: AtomicU64,
     /// Consecutive starts that died soon after their handshake (0 while connected).
     failing: std::sync::atomic::AtomicU32,
@@ -155,6 +163,7 @@ impl Upstream {
             annotations: RwLock::default(),
             listed: RwLock::default(),
             clients: RwLock::default(),
+            last_active: Mutex::default(),
             restarts: AtomicU64::new(0),
             failing: std::sync::atomic::AtomicU32::new(0),
             started: OnceLock::new(),
@@ -187,12 +196,13 @@ impl Upstream {
                 clients.push(Arc::downgrade(&client));
             }
         }
+        *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&client);
         if self.started.set(()).is_ok() {
             tokio::spawn(supervisor::run(self.clone()));
         }
     }
 
-    /// The live clients; the first is the one server requests go to.
+    /// The live clients (notifications from the server go to each).
     pub(crate) fn clients(&self) -> Vec<Arc<Client>> {
         self.clients
             .read()
@@ -392,6 +402,24 @@ impl Upstream {
         params: Option<Params<'_>>,
         progress: Option<ProgressRoute>,
     ) -> (InFlight, oneshot::Receiver<Reply>) {
+        self.call_from(link, method, params, progress, None)
+    }
+
+    /// [`Upstream::call`] on behalf of `origin`, the client whose request this is: requests the
+    /// server sends while it works on it (sampling, elicitation, roots) are routed to that
+    /// client.
+    pub fn call_from(
+        self: &Arc<Self>,
+        link: &Arc<Link>,
+        method: &str,
+        params: Option<Params<'_>>,
+        progress: Option<ProgressRoute>,
+        origin: Option<&Arc<Client>>,
+    ) -> (InFlight, oneshot::Receiver<Reply>) {
+        let origin = origin.map(Arc::downgrade);
+        if let Some(o) = &origin {
+            *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = o.clone();
+        }
         let id = self.next_id();
         let (tx, rx) = oneshot::channel();
         let token = progress.as_ref().map(|_| id);
@@ -404,12 +432,15 @@ impl Upstream {
             },
             Some(Params::Raw(raw)) => Some(raw.into()),
         };
+        let exchange = link.is_http().then(CancellationToken::new);
         self.pending().insert(
             id,
             Pending {
                 generation: link.generation(),
                 tx,
                 progress,
+                origin,
+                _exchange: exchange.clone().map(CancellationToken::drop_guard),
             },
         );
         let guard = InFlight {
@@ -419,7 +450,7 @@ impl Upstream {
             done: false,
         };
         let line = jsonrpc::request(&id.to_string(), method, params.as_deref());
-        if let Err(why) = link.send(line, Some(id)) {
+        if let Err(why) = link.send_request(line, id, exchange) {
             self.settle(id, Reply::NotSent(why));
         }
         (guard, rx)
@@ -450,6 +481,9 @@ impl Upstream {
                 .collect();
             ids.iter().filter_map(|id| pending.remove(id)).collect()
         };
+        for client in self.clients() {
+            client.server_connection_ended(self, generation, why);
+        }
         for p in gone {
             let reply = if not_sent {
                 Reply::NotSent(why.to_owned())
@@ -462,8 +496,19 @@ impl Upstream {
 
     /// Handles one frame read from the server.
     pub(crate) fn on_frame(self: &Arc<Self>, link: &Arc<Link>, frame: Frame) {
+        self.on_frame_related(link, frame, None);
+    }
+
+    /// Handles one frame the server sent while it answers our request `related` (on that
+    /// request's HTTP answer stream): requests in it belong to the client that asked.
+    pub(crate) fn on_frame_related(
+        self: &Arc<Self>,
+        link: &Arc<Link>,
+        frame: Frame,
+        related: Option<u64>,
+    ) {
         match frame {
-            Frame::Line(line) => self.on_message(link, &line),
+            Frame::Line(line) => self.on_message(link, &line, related),
             Frame::TooLarge { head, tail, len } => {
                 // The head's top-level id first (nesting is known there); the last `"id"` of the
                 // tail only when the head has none (serializers that write the id last).
@@ -487,7 +532,7 @@ impl Upstream {
         }
     }
 
-    fn on_message(self: &Arc<Self>, link: &Arc<Link>, line: &[u8]) {
+    fn on_message(self: &Arc<Self>, link: &Arc<Link>, line: &[u8], related: Option<u64>) {
         let (env, kind) = match Envelope::parse(line) {
             Ok(x) => x,
             Err(e) => {
@@ -507,12 +552,12 @@ impl Upstream {
                 };
                 self.settle(id, reply);
             }
-            Kind::Notification => self.on_notification(&env),
-            Kind::Request => self.on_request(link, &env),
+            Kind::Notification => self.on_notification(link, &env),
+            Kind::Request => self.on_request(link, &env, related),
         }
     }
 
-    fn on_notification(&self, env: &Envelope<'_>) {
+    fn on_notification(&self, link: &Link, env: &Envelope<'_>) {
         let method = env.method.as_deref().unwrap_or_default();
         let clients = self.clients();
         match method {
@@ -548,15 +593,18 @@ impl Upstream {
                 let Some(params) = env.params else {
                     return;
                 };
-                if let Ok(mut v) = serde_json::from_str::<Value>(params.get()) {
+                if let Ok(v) = serde_json::from_str::<Value>(params.get()) {
                     let up = v.get("requestId").map(Value::to_string).unwrap_or_default();
+                    let reason = v
+                        .get("reason")
+                        .and_then(Value::as_str)
+                        .map(|r| steadfast::sanitize(r).into_owned());
+                    // The entry ends with the cancel: a late answer from the client goes
+                    // nowhere, and the slot is free again.
                     for client in &clients {
-                        if let Some(down) = client.server_request_id(&up) {
-                            v["requestId"] = Value::String(down);
-                            client.out.push_notification(jsonrpc::notification(
-                                method,
-                                Some(&v.to_string()),
-                            ));
+                        if client.server_cancelled(self, link.generation(), &up, reason.as_deref())
+                        {
+                            break;
                         }
                     }
                 }
@@ -576,27 +624,58 @@ impl Upstream {
         }
     }
 
-    fn on_request(self: &Arc<Self>, link: &Arc<Link>, env: &Envelope<'_>) {
+    fn on_request(self: &Arc<Self>, link: &Arc<Link>, env: &Envelope<'_>, related: Option<u64>) {
         let id = env.id.map(RawValue::get).unwrap_or("null");
         let method = env.method.as_deref().unwrap_or_default();
         if method == "ping" {
             let _ = link.send(jsonrpc::result_response(id, "{}"), None);
             return;
         }
-        match self.clients().into_iter().next() {
-            Some(client) => {
-                if let Err(why) = client.forward_server_request(self, link, id, method, env.params)
+        match self.route_server_request(related) {
+            Ok(client) => {
+                let timeout = self.settings.request_timeout;
+                if let Err(why) =
+                    client.forward_server_request(self, link, id, method, env.params, timeout)
                 {
                     let _ = link.send(jsonrpc::error_response(id, code::OVERLOADED, &why), None);
                 }
             }
-            None => {
-                let _ = link.send(
-                    jsonrpc::error_response(id, code::INTERNAL_ERROR, "no client is connected"),
-                    None,
-                );
+            Err(why) => {
+                let _ = link.send(jsonrpc::error_response(id, code::INTERNAL_ERROR, why), None);
             }
         }
+    }
+
+    /// The client a request from the server goes to: the one whose request the server relates
+    /// it to (it came on that request's HTTP answer stream); else the one with the newest
+    /// request in flight here (MCP servers ask while they work on a client's request, and
+    /// stdio carries no relation); else the one that most recently sent a request; else any.
+    fn route_server_request(&self, related: Option<u64>) -> Result<Arc<Client>, &'static str> {
+        let newest = {
+            let pending = self.pending();
+            if let Some(origin) = related.and_then(|id| pending.get(&id)?.origin.clone()) {
+                drop(pending);
+                // Its client is gone: no other session may answer in its name.
+                return origin
+                    .upgrade()
+                    .ok_or("the client session this request belongs to has ended");
+            }
+            pending
+                .iter()
+                .filter_map(|(id, p)| Some((*id, p.origin.as_ref()?.upgrade()?)))
+                .max_by_key(|(id, _)| *id)
+                .map(|(_, c)| c)
+        };
+        if let Some(c) = newest {
+            return Ok(c);
+        }
+        let last = self
+            .last_active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade();
+        last.or_else(|| self.clients().into_iter().next())
+            .ok_or("no client is connected")
     }
 
     /// Relays a client's reply to a request the server sent, if its connection still lives.
