@@ -92,6 +92,17 @@ pub async fn serve_stdio_with(
         Arc::new(Tools::with_shared(config, shared)),
         limits,
     );
+    // [tasks] Durable tool calls, when some tool is `durable = true`.
+    let resolver = crate::tasks::SingleUpstream {
+        upstream: up.clone(),
+        tools: session.tools.clone(),
+    };
+    if let Some(d) = crate::tasks::Durable::open(&session.tools.config(), Arc::new(resolver))
+        .await
+        .map_err(std::io::Error::other)?
+    {
+        session.tasks.install(d);
+    }
 
     let out = client.out.clone();
     let mut writer = tokio::spawn(async move { out.write_to(output()).await });
@@ -138,6 +149,9 @@ pub async fn serve_stdio_with(
     tracing::info!(?exit, "stopping");
     reader.abort();
     session.cancel_all();
+    if let Some(d) = session.tasks.get() {
+        d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released
+    }
     // Let the cancelled tasks drop their upstream requests (each sends a cancel upstream).
     tokio::task::yield_now().await;
     tokio::time::sleep(Duration::from_millis(20)).await;
