@@ -93,15 +93,15 @@ impl Drop for Setup {
     }
 }
 
-/// The handshake, declaring task support (or not).
+/// The handshake: a client that knows tasks (2025-11-25, declaring `tasks`), or an older one.
 async fn init(p: &mut RawProcess, tasks: bool) -> Value {
-    let caps = if tasks {
-        json!({"tasks": {"list": {}, "cancel": {}}})
+    let (caps, version) = if tasks {
+        (json!({"tasks": {"list": {}, "cancel": {}}}), "2025-11-25")
     } else {
-        json!({})
+        (json!({}), "2025-06-18")
     };
     let params = json!({
-        "protocolVersion": "2025-11-25",
+        "protocolVersion": version,
         "capabilities": caps,
         "clientInfo": {"name": "durable-test", "version": "0"}
     });
@@ -352,4 +352,62 @@ async fn cancelling_a_durable_task_cancels_its_upstream_request() {
     let r = request(&mut g, 6, "tasks/get", json!({"taskId": "no-such-task"})).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert_eq!(s.counts()["tools"]["slow"], 1);
+}
+
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 1.30.0 (STEADFAST_TEST_MCP_PYTHON): run scripts/tasks-sdk.sh"]
+async fn the_python_sdk_task_client_finishes_a_task_across_a_gateway_restart() {
+    let Ok(python) = std::env::var("STEADFAST_TEST_MCP_PYTHON") else {
+        panic!("set STEADFAST_TEST_MCP_PYTHON to a python with mcp==1.30.0 (scripts/tasks-sdk.sh)");
+    };
+    let s = Setup::new(
+        r#"
+[tools.flaky]
+durable = true
+retry = { max_attempts = 3, base_delay = "3s", max_delay = "3s", jitter = "none" }
+"#,
+    );
+    let pid = Temp::new("tasks-fake-pid");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/tasks_sdk_client.py");
+    let run = tokio::process::Command::new(python)
+        .arg(script)
+        .args([
+            env!("CARGO_BIN_EXE_steadfast"),
+            s.config.path(),
+            raw_client::fake_upstream_script().to_str().unwrap(),
+            s.counts.path(),
+            pid.path(),
+        ])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("the SDK client finished within 90 s")
+        .expect("the SDK client ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("JSON");
+    assert_eq!(seen["task_support"], "optional", "{seen}");
+    assert_eq!(seen["created_status"], "working", "{seen}");
+    assert_eq!(seen["status_before_kill"], "working", "{seen}");
+    assert_eq!(seen["final_status"], "completed", "{seen}");
+    assert_eq!(seen["text"], "flaky succeeded", "{seen}");
+    assert_eq!(seen["is_error"], false, "{seen}");
+    assert!(
+        seen["listed"]
+            .as_array()
+            .is_some_and(|l| l.contains(&seen["task_id"])),
+        "{seen}"
+    );
+    let counts = s.counts();
+    assert_eq!(
+        (counts["tools"]["flaky"].as_u64(), counts["starts"].as_u64()),
+        (Some(2), Some(2)),
+        "{counts}"
+    );
 }

@@ -70,6 +70,8 @@ struct Front {
     sessions: Mutex<HashMap<String, (Arc<Session>, tokio::time::Instant)>>,
     /// Initializes under way: they count against `max_sessions` until answered.
     opening: std::sync::atomic::AtomicUsize,
+    /// [tasks] Durable tool calls, shared by every session (when some tool is durable).
+    durable: Option<Arc<crate::tasks::Durable>>,
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -95,10 +97,20 @@ pub async fn serve_http(
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .ok();
+    let tools = Arc::new(Tools::with_shared(config.clone(), shared));
+    // [tasks]
+    let resolver = crate::tasks::SingleUpstream {
+        upstream: up.clone(),
+        tools: tools.clone(),
+    };
+    let durable = crate::tasks::Durable::open(&config, Arc::new(resolver))
+        .await
+        .map_err(std::io::Error::other)?;
     let front = Arc::new(Front {
         prometheus,
         upstream: up.clone(),
-        tools: Arc::new(Tools::with_shared(config.clone(), shared)),
+        tools,
+        durable,
         config,
         options: options.clone(),
         sessions: Mutex::default(),
@@ -164,6 +176,9 @@ pub async fn serve_http(
         .drain()
     {
         end(&s);
+    }
+    if let Some(d) = &front.durable {
+        d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released
     }
     up.shutdown();
     let grace = up.settings().shutdown_grace;
@@ -378,6 +393,9 @@ impl Front {
                     self.tools.clone(),
                     limits,
                 );
+                if let Some(d) = &self.durable {
+                    s.tasks.install(d.clone()); // [tasks]
+                }
                 (s, true)
             }
             (None, _) => {

@@ -264,8 +264,8 @@ impl Clock for ClockRef {
     }
 }
 
-/// A session's view of the service: installed by the front, and whether this client declared
-/// task support in `initialize`.
+/// A session's view of the service: installed by the front, and whether this client knows
+/// tasks (so the server's task support is advertised to it).
 #[derive(Debug, Default)]
 pub struct SessionTasks {
     durable: OnceLock<Arc<Durable>>,
@@ -282,10 +282,6 @@ impl SessionTasks {
     pub fn get(&self) -> Option<&Arc<Durable>> {
         self.durable.get()
     }
-
-    fn for_task_client(&self) -> Option<&Arc<Durable>> {
-        self.get().filter(|_| self.client.load(Ordering::Relaxed))
-    }
 }
 
 /// Who may list a task: the stdio front's one client across restarts, an HTTP session itself.
@@ -298,8 +294,11 @@ fn owner_of(session: &Session) -> String {
     }
 }
 
-/// Session hook, `initialize`: notes whether the client declared tasks, and if so adds the
-/// tasks capability to the server's result; starts the worker.
+/// Session hook, `initialize`: for a client that knows tasks — it declared `capabilities.tasks`,
+/// or it speaks 2025-11-25 or later, where tasks are part of the protocol — the server's
+/// result gains the tasks capability (a requestor-only client, such as the Python SDK's, has
+/// nothing to declare: it asks per request, with `params.task`). Older clients see the
+/// server's result as it is. Starts the worker.
 pub(crate) fn on_initialize(session: &Session, params: &str, result: String) -> String {
     let Some(d) = session.tasks.get() else {
         return result;
@@ -308,6 +307,9 @@ pub(crate) fn on_initialize(session: &Session, params: &str, result: String) -> 
     let declared = serde_json::from_str::<Value>(params).ok().is_some_and(|p| {
         p.pointer("/capabilities/tasks")
             .is_some_and(Value::is_object)
+            || p.get("protocolVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|v| v >= "2025-11-25")
     });
     if !declared {
         return result;
@@ -378,9 +380,10 @@ pub(crate) fn on_tools_list(session: &Session, page: &mut Value) -> bool {
 }
 
 /// Session hook, `tools/call`: the service, when this call is to become a durable task (a
-/// task-augmented call to a durable tool the upstream does not run as a task itself).
+/// task-augmented call — the client asked for a task — to a durable tool the upstream does not
+/// run as a task itself). Every other call is live, as before.
 pub(crate) fn durable_call(session: &Session, params: &Value) -> Option<Arc<Durable>> {
-    let d = session.tasks.for_task_client()?;
+    let d = session.tasks.get()?;
     params.get("task").filter(|t| t.is_object())?;
     let name = params.get("name").and_then(Value::as_str)?;
     let target = d.shared.resolver.resolve(name)?;
