@@ -352,6 +352,24 @@ async fn cancelling_a_durable_task_cancels_its_upstream_request() {
     let r = request(&mut g, 6, "tasks/get", json!({"taskId": "no-such-task"})).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert_eq!(s.counts()["tools"]["slow"], 1);
+
+    // `notifications/cancelled` for the request that created a task cancels the task too.
+    let second = start_task(&mut g, 7, "slow", json!({"seconds": 30, "steps": 2})).await;
+    s.wait_calls("slow", 2).await;
+    g.notify("notifications/cancelled", json!({"requestId": 7}))
+        .await
+        .unwrap();
+    let t = poll(&mut g, &second, |t| status(t) != "working").await;
+    assert_eq!(status(&t), "cancelled", "{t}");
+    let deadline = Instant::now() + ANSWER;
+    while s.counts()["cancelled"].as_u64().unwrap_or(0) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no cancel upstream: {}",
+            s.counts()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

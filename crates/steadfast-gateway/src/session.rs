@@ -528,6 +528,7 @@ impl Session {
                 };
                 let Some(id) = v.get("requestId") else { return };
                 let id = id.to_string();
+                crate::tasks::on_cancelled(self, &id); // [tasks]
                 let ct = self
                     .in_flight
                     .lock()

@@ -35,9 +35,22 @@ fn millis(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// 128 bits a client cannot guess: a task id is all it takes to read or cancel a task. Keyed
+/// SipHash from the OS-seeded `RandomState`, as the HTTP front's session ids (the jitter's
+/// fast generator is predictable from its outputs).
 fn random_id() -> String {
-    let mut rng = steadfast::Rng::new();
-    format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64())
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(32);
+    for _ in 0..2 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
 }
 
 impl Durable {
@@ -134,6 +147,8 @@ impl Durable {
             Err(e) => return store_error(id, e),
         }
         tracing::info!(task = %row.task_id, tool = %row.tool, "durable call queued");
+        metrics::counter!("steadfast_tasks_created_total").increment(1);
+        session.tasks.remember(id, &row.task_id);
         let view = View {
             status: status::WORKING,
             message: Some("queued".to_owned()),
@@ -241,6 +256,17 @@ async fn result(d: &Durable, session: &Session, id: &str, mut row: TaskRow) -> V
             }
             Err(e) => return store_error(id, e),
         };
+    }
+}
+
+/// Cancels a task the client started with request `request` (its `notifications/cancelled`
+/// came after the task handle answered it).
+pub(crate) async fn cancel_by_request(d: &Durable, session: &Session, request: &str) {
+    let Some(task) = session.tasks.forget(request) else {
+        return;
+    };
+    if let Ok(Some(row)) = d.store().get(&task, d.shared.now()).await {
+        let _ = cancel(d, "null", row).await;
     }
 }
 

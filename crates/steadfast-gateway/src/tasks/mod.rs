@@ -270,7 +270,13 @@ impl Clock for ClockRef {
 pub struct SessionTasks {
     durable: OnceLock<Arc<Durable>>,
     client: AtomicBool,
+    /// The tasks this session's `tools/call` requests created, by request id, newest last, so
+    /// a `notifications/cancelled` for one cancels its task (at most `REMEMBERED`).
+    requests: Mutex<std::collections::VecDeque<(String, String)>>,
 }
+
+/// Request ids remembered per session for `notifications/cancelled`.
+const REMEMBERED: usize = 256;
 
 impl SessionTasks {
     /// Installs the service for this session.
@@ -281,6 +287,20 @@ impl SessionTasks {
     /// The service, if the config has durable tools.
     pub fn get(&self) -> Option<&Arc<Durable>> {
         self.durable.get()
+    }
+
+    fn remember(&self, request: &str, task: &str) {
+        let mut r = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        if r.len() >= REMEMBERED {
+            r.pop_front();
+        }
+        r.push_back((request.to_owned(), task.to_owned()));
+    }
+
+    fn forget(&self, request: &str) -> Option<String> {
+        let mut r = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let i = r.iter().position(|(q, _)| q == request)?;
+        r.remove(i).map(|(_, t)| t)
     }
 }
 
@@ -391,6 +411,27 @@ pub(crate) fn durable_call(session: &Session, params: &Value) -> Option<Arc<Dura
         return None;
     }
     Some(d.clone())
+}
+
+/// Session hook, `notifications/cancelled` for request `id` (raw JSON): a durable call's
+/// request was answered with its task already, so the cancel applies to the task — its job
+/// and its attempt in flight (MCP 2025-11-25 asks clients to use `tasks/cancel`; both work).
+pub(crate) fn on_cancelled(session: &Arc<Session>, id: &str) {
+    let Some(d) = session.tasks.get().cloned() else {
+        return;
+    };
+    if session
+        .tasks
+        .requests
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_empty()
+    {
+        return;
+    }
+    let session = session.clone();
+    let id = id.to_owned();
+    tokio::spawn(async move { methods::cancel_by_request(&d, &session, &id).await });
 }
 
 /// Session hook: whether `method` is served here (`tasks/*` while the store is open).

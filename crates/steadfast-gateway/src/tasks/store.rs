@@ -287,6 +287,29 @@ mod tests {
     #[tokio::test]
     async fn sent_marks_terminal_states_and_expiry_on_the_callers_clock() {
         let (s, _dir) = open().await;
+        rules(&s).await;
+    }
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL: set STEADFAST_TEST_POSTGRES_URL"]
+    async fn the_same_rules_hold_on_postgres() {
+        let url =
+            std::env::var("STEADFAST_TEST_POSTGRES_URL").expect("STEADFAST_TEST_POSTGRES_URL");
+        let schema = format!("tasks_test_{}", std::process::id());
+        let jobs = steadfast_jobs::Jobs::builder()
+            .connect_with(steadfast_jobs::StoreOptions::new(url).schema(schema.clone()))
+            .await
+            .unwrap();
+        let pool = jobs.store().pool().clone();
+        let s = TaskStore::open(pool.clone()).await.unwrap();
+        rules(&s).await;
+        sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+
+    async fn rules(s: &TaskStore) {
         s.insert(&row("a", 1_000)).await.unwrap();
         s.insert(&row("b", 5_000)).await.unwrap();
         assert_eq!(s.active(1_000).await.unwrap(), 2);
