@@ -16,6 +16,8 @@ mod config;
 mod job;
 mod methods;
 mod store;
+#[cfg(test)]
+mod tests;
 mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -197,10 +199,13 @@ impl Durable {
         if worker.is_some() {
             return;
         }
+        // A short grace at shutdown: the client is gone; an attempt cut off is cancelled
+        // upstream and, being marked sent, is judged by the replay rule after a restart.
         let config = WorkerConfig::new()
             .concurrency(self.config.concurrency)
             .lease(self.config.lease)
-            .poll_interval(self.config.poll_interval);
+            .poll_interval(self.config.poll_interval)
+            .grace(std::time::Duration::from_secs(1));
         match self.jobs.worker(config).start() {
             Ok(h) => *worker = Some(h),
             Err(e) => tracing::error!(error = %e, "[tasks] the job worker did not start"),
