@@ -429,3 +429,35 @@ retry = { max_attempts = 3, base_delay = "3s", max_delay = "3s", jitter = "none"
         "{counts}"
     );
 }
+
+#[tokio::test]
+async fn an_upstream_task_is_relayed_not_wrapped_twice() {
+    // Every tool durable, and the upstream runs `research` as a task itself.
+    let s = Setup::new("[tools.\"*\"]\ndurable = true\n");
+    let mut g = s.gateway(&["--mode", "tasks", "--task-seconds", "0.3"]);
+    init(&mut g, true).await;
+    let list = request(&mut g, 1, "tools/list", json!({})).await;
+    let support = |name: &str| {
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["execution"]["taskSupport"].clone())
+    };
+    assert_eq!(support("research"), Some(json!("required")), "{list}");
+    assert_eq!(support("echo"), Some(json!("optional")), "{list}");
+    // The upstream's task comes back as the upstream wrote it, and is followed through it.
+    let theirs = start_task(&mut g, 2, "research", json!({"topic": "tides"})).await;
+    let t = request(&mut g, 3, "tasks/get", json!({"taskId": theirs})).await;
+    assert_eq!(t["result"]["statusMessage"], "researching tides", "{t}");
+    let r = request(&mut g, 4, "tasks/result", json!({"taskId": theirs})).await;
+    assert_eq!(text_of(&r["result"]), "findings on tides", "{r}");
+    // A durable tool of the same session gets the gateway's own task.
+    let ours = start_task(&mut g, 5, "echo", json!({"text": "hi"})).await;
+    let r = request(&mut g, 6, "tasks/result", json!({"taskId": ours})).await;
+    assert_eq!(text_of(&r["result"]), "hi", "{r}");
+    let counts = s.counts();
+    assert_eq!(counts["methods"]["tasks/result"], 1, "{counts}");
+    assert_eq!(counts["tools"]["research"], 1, "{counts}");
+}

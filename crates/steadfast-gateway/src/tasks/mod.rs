@@ -415,6 +415,11 @@ pub(crate) fn durable_call(session: &Session, params: &Value) -> Option<Arc<Dura
     if d.upstream_runs_tasks(&target.name) || !target.tools.config().tool(&target.name).durable {
         return None;
     }
+    // A tool not listed yet, on an upstream that runs tool calls as tasks: whether it is one of
+    // those is unknown, so the call goes to the upstream as it is rather than risk a wrap.
+    if !target.upstream.lists(&target.name) && upstream_runs_task_calls(&target.upstream) {
+        return None;
+    }
     Some(d.clone())
 }
 
@@ -437,6 +442,16 @@ pub(crate) fn on_cancelled(session: &Arc<Session>, id: &str) {
     let session = session.clone();
     let id = id.to_owned();
     tokio::spawn(async move { methods::cancel_by_request(&d, &session, &id).await });
+}
+
+fn upstream_runs_task_calls(upstream: &Upstream) -> bool {
+    upstream
+        .init_result()
+        .and_then(|r| serde_json::from_str::<Value>(&r).ok())
+        .is_some_and(|v| {
+            v.pointer("/capabilities/tasks/requests/tools/call")
+                .is_some()
+        })
 }
 
 /// Session hook: whether `method` is served here (`tasks/*` while the store is open).
