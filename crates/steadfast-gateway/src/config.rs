@@ -566,13 +566,15 @@ impl Config {
             });
         }
         // [tasks] the store, TTL and intervals of durable tool calls.
-        let tasks = raw.tasks.validate().unwrap_or_else(|(key, message)| {
-            errors.push(ConfigError {
-                file: file.to_owned(),
-                line: find_key_line(text, "tasks", key),
-                key: format!("tasks.{key}"),
-                message,
-            });
+        let tasks = raw.tasks.validate().unwrap_or_else(|found| {
+            for (key, message) in found {
+                errors.push(ConfigError {
+                    file: file.to_owned(),
+                    line: find_key_line(text, "tasks", key),
+                    key: format!("tasks.{key}"),
+                    message,
+                });
+            }
             crate::tasks::TasksConfig::default()
         });
         if !errors.is_empty() {

@@ -57,37 +57,44 @@ impl Default for TasksConfig {
 }
 
 impl RawTasks {
-    /// The validated settings, or the offending key and what it must be.
-    pub fn validate(&self) -> Result<TasksConfig, (&'static str, String)> {
+    /// The validated settings, or every offending key and what it must be.
+    pub fn validate(&self) -> Result<TasksConfig, Vec<(&'static str, String)>> {
         let d = TasksConfig::default();
+        let mut errors = Vec::new();
         let store = self.store.clone().unwrap_or(d.store);
         if !(store.starts_with("sqlite:")
             || store.starts_with("postgres:")
             || store.starts_with("postgresql:"))
         {
-            return Err((
+            errors.push((
                 "store",
                 "must start with sqlite: or postgres: (for example \"sqlite://tasks.db\")".into(),
             ));
         }
-        let positive = |key: &'static str, v: Option<Duration>, default: Duration| match v {
-            Some(v) if v.is_zero() => Err((key, "must be longer than 0s".to_owned())),
-            Some(v) => Ok(v),
-            None => Ok(default),
+        let mut positive = |key: &'static str, v: Option<Duration>, default: Duration| match v {
+            Some(v) if v.is_zero() => {
+                errors.push((key, "must be longer than 0s".to_owned()));
+                default
+            }
+            Some(v) => v,
+            None => default,
         };
-        let result_ttl = positive("result_ttl", self.result_ttl, d.result_ttl)?;
-        let poll_interval = positive("poll_interval", self.poll_interval, d.poll_interval)?;
-        let lease = positive("lease", self.lease, d.lease)?;
+        let result_ttl = positive("result_ttl", self.result_ttl, d.result_ttl);
+        let poll_interval = positive("poll_interval", self.poll_interval, d.poll_interval);
+        let lease = positive("lease", self.lease, d.lease);
         if lease < Duration::from_millis(300) {
-            return Err(("lease", "must be at least 300ms".into()));
+            errors.push(("lease", "must be at least 300ms".into()));
         }
         let concurrency = self.concurrency.unwrap_or(d.concurrency);
         if !(1..=10_000).contains(&concurrency) {
-            return Err(("concurrency", "must be 1 to 10000".into()));
+            errors.push(("concurrency", "must be 1 to 10000".into()));
         }
         let max_active = self.max_active.unwrap_or(d.max_active);
         if max_active == 0 {
-            return Err(("max_active", "must be at least 1".into()));
+            errors.push(("max_active", "must be at least 1".into()));
+        }
+        if !errors.is_empty() {
+            return Err(errors);
         }
         Ok(TasksConfig {
             store,
