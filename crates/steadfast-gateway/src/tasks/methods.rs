@@ -226,7 +226,13 @@ pub(crate) async fn serve(
 /// with what the call itself would have: its result, or the `isError` result with the
 /// `LlmError`.
 async fn result(d: &Durable, session: &Session, id: &str, mut row: TaskRow) -> Vec<u8> {
-    let bound = session.upstream.settings().request_timeout;
+    let bound = d
+        .shared
+        .resolver
+        .resolve(&row.tool)
+        .map_or(session.upstream.settings().request_timeout, |t| {
+            t.upstream.settings().request_timeout
+        });
     let deadline = tokio::time::Instant::now() + bound;
     loop {
         let view = match d.view(&row).await {

@@ -119,7 +119,8 @@ pub struct Durable {
     jobs: Jobs,
     config: TasksConfig,
     worker: Mutex<Option<WorkerHandle>>,
-    /// Tools whose upstream declares `execution.taskSupport` (they run tasks themselves).
+    /// Tools (as the client names them) whose upstream declares `execution.taskSupport`: they
+    /// run tasks themselves.
     upstream_tasks: RwLock<HashSet<String>>,
 }
 
@@ -370,7 +371,6 @@ pub(crate) fn on_tools_list(session: &Session, page: &mut Value) -> bool {
         return false;
     };
     let client = session.tasks.client.load(Ordering::Relaxed);
-    let config = session.tools.config();
     let mut changed = false;
     let Some(tools) = page.get_mut("tools").and_then(Value::as_array_mut) else {
         return false;
@@ -389,7 +389,12 @@ pub(crate) fn on_tools_list(session: &Session, page: &mut Value) -> bool {
             continue;
         }
         own.remove(&name);
-        if client && config.tool(&name).durable {
+        let durable = d
+            .shared
+            .resolver
+            .resolve(&name)
+            .is_some_and(|t| t.tools.config().tool(&t.name).durable);
+        if client && durable {
             if let Some(o) = t.as_object_mut() {
                 let exec = o
                     .entry("execution")
@@ -412,7 +417,7 @@ pub(crate) fn durable_call(session: &Session, params: &Value) -> Option<Arc<Dura
     params.get("task").filter(|t| t.is_object())?;
     let name = params.get("name").and_then(Value::as_str)?;
     let target = d.shared.resolver.resolve(name)?;
-    if d.upstream_runs_tasks(&target.name) || !target.tools.config().tool(&target.name).durable {
+    if d.upstream_runs_tasks(name) || !target.tools.config().tool(&target.name).durable {
         return None;
     }
     // A tool not listed yet, on an upstream that runs tool calls as tasks: whether it is one of
