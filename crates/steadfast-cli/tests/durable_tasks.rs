@@ -461,3 +461,36 @@ async fn an_upstream_task_is_relayed_not_wrapped_twice() {
     assert_eq!(counts["methods"]["tasks/result"], 1, "{counts}");
     assert_eq!(counts["tools"]["research"], 1, "{counts}");
 }
+
+#[tokio::test]
+async fn a_durable_call_that_gives_up_ends_with_the_live_calls_llm_error() {
+    let s = Setup::new(
+        r#"
+[tools.flaky]
+durable = true
+retry = { max_attempts = 2, base_delay = "50ms", max_delay = "50ms" }
+"#,
+    );
+    let mut g = s.gateway(&["--flaky-failures", "100"]);
+    init(&mut g, true).await;
+    request(&mut g, 1, "tools/list", json!({})).await;
+    let live = request(
+        &mut g,
+        2,
+        "tools/call",
+        json!({"name": "flaky", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(live["result"]["isError"], true, "{live}");
+    let task = start_task(&mut g, 3, "flaky", json!({})).await;
+    let t = poll(&mut g, &task, |t| status(t) != "working").await;
+    assert_eq!(status(&t), "failed", "{t}");
+    let durable = request(&mut g, 4, "tasks/result", json!({"taskId": task})).await;
+    assert_eq!(
+        durable["result"]["structuredContent"], live["result"]["structuredContent"],
+        "the same LlmError, live and durable"
+    );
+    assert_eq!(durable["result"]["content"], live["result"]["content"]);
+    assert_eq!(live["result"]["structuredContent"]["attemptsMade"], 2);
+    assert_eq!(s.counts()["tools"]["flaky"], 4, "two attempts each");
+}
