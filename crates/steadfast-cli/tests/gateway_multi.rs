@@ -426,3 +426,65 @@ async fn sighup_adds_and_removes_upstreams_without_dropping_the_session() {
         "still"
     ));
 }
+
+#[tokio::test]
+async fn a_durable_call_finds_its_upstream_by_its_namespaced_name() {
+    let db = Temp::new("multi-tasks-db");
+    let (cb, ca) = (Temp::new("count-b"), Temp::new("count-a"));
+    let config = format!(
+        "{FAST}\n[tasks]\nstore = \"sqlite://{}\"\npoll_interval = \"100ms\"\n\n\
+         [upstreams.beta.tools.echo]\ndurable = true\n\n{}\n{}",
+        db.path(),
+        fake_table("alpha", &["--count-file", ca.path()]),
+        fake_table("beta", &["--count-file", cb.path()])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    let init = p.initialize(ANSWER).await.expect("initialize is answered");
+    assert!(
+        init["result"]["capabilities"].get("tasks").is_some(),
+        "tasks advertised: {init}"
+    );
+    let created = p
+        .call(
+            json!(1),
+            "tools/call",
+            json!({"name": "beta_echo", "arguments": {"text": "durable"}, "task": {"ttl": 60000}}),
+            ANSWER,
+        )
+        .await
+        .expect("answered")
+        .response;
+    let task = created
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a task handle: {created}"))
+        .to_owned();
+    let r = p
+        .call(json!(2), "tasks/result", json!({"taskId": task}), ANSWER)
+        .await
+        .expect("answered")
+        .response;
+    assert_eq!(
+        r.pointer("/result/content/0/text"),
+        Some(&json!("durable")),
+        "{r}"
+    );
+    assert_eq!(read_counts(&cb.0)["tools"]["echo"], json!(1));
+    assert!(read_counts(&ca.0)["tools"].get("echo").is_none());
+    // Only the durable tool is advertised as taking tasks.
+    let listed = list(&mut p, 3).await;
+    let support = |name: &str| {
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .and_then(|t| t.pointer("/execution/taskSupport").cloned())
+    };
+    assert_eq!(support("beta_echo"), Some(json!("optional")), "{listed}");
+    assert_eq!(support("alpha_echo"), None, "{listed}");
+    drop(p);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.path()));
+    }
+}

@@ -617,3 +617,75 @@ async fn an_http_server_request_goes_to_the_session_of_the_stream_it_came_on() {
     tokio::time::timeout(ANSWER, a_call).await.unwrap().unwrap();
     assert_no_server_request(&f, "h", &a, &mut a_events).await;
 }
+
+// [tasks] A durable task is the store's, not the session's: made in one HTTP session, awaited
+// from another; each session lists its own.
+#[tokio::test]
+async fn a_durable_task_made_in_one_http_session_is_awaited_from_another() {
+    let db = temp::Temp::new("http-tasks-db");
+    let config = format!(
+        "[tasks]\nstore = \"sqlite://{}\"\npoll_interval = \"100ms\"\n\n[tools.echo]\ndurable = true\n",
+        db.path()
+    );
+    let (f, _c) = front(&config, &[], "tok").await;
+    let rpc = |id: i64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let a = f.initialize("tok").await;
+    let (status, _, created) = f
+        .post(
+            Some("tok"),
+            Some(&a),
+            None,
+            &rpc(
+                2,
+                "tools/call",
+                json!({"name": "echo", "arguments": {"text": "hi"}, "task": {"ttl": 60000}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let task = created
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a task handle: {created}"))
+        .to_owned();
+    let b = f.initialize("tok").await;
+    let (_, _, r) = f
+        .post(
+            Some("tok"),
+            Some(&b),
+            None,
+            &rpc(3, "tasks/result", json!({"taskId": task})),
+        )
+        .await;
+    assert_eq!(
+        r.pointer("/result/content/0/text"),
+        Some(&json!("hi")),
+        "{r}"
+    );
+    let listed = |r: &Value| {
+        r.pointer("/result/tasks")
+            .and_then(Value::as_array)
+            .map(|t| t.iter().filter(|t| t["taskId"] == json!(task)).count())
+    };
+    let (_, _, in_b) = f
+        .post(
+            Some("tok"),
+            Some(&b),
+            None,
+            &rpc(4, "tasks/list", json!({})),
+        )
+        .await;
+    assert_eq!(listed(&in_b), Some(0), "{in_b}");
+    let (_, _, in_a) = f
+        .post(
+            Some("tok"),
+            Some(&a),
+            None,
+            &rpc(5, "tasks/list", json!({})),
+        )
+        .await;
+    assert_eq!(listed(&in_a), Some(1), "{in_a}");
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.path()));
+    }
+}

@@ -130,6 +130,8 @@ struct ToolSettings {
     retry_ambiguous: Option<bool>,
     breaker: Option<BreakerSetting>,
     dependency: Option<String>,
+    /// [tasks] Run calls as durable MCP tasks when the client asks for a task.
+    durable: Option<bool>,
 }
 
 impl ToolSettings {
@@ -143,6 +145,7 @@ impl ToolSettings {
             retry_on_is_error: over.retry_on_is_error.or(self.retry_on_is_error),
             retry_ambiguous: over.retry_ambiguous.or(self.retry_ambiguous),
             dependency: over.dependency.clone().or_else(|| self.dependency.clone()),
+            durable: over.durable.or(self.durable),
             breaker: match (&self.breaker, &over.breaker) {
                 (Some(BreakerSetting::On(a)), Some(BreakerSetting::On(b))) => {
                     Some(BreakerSetting::On(a.clone().layer(b)))
@@ -175,6 +178,7 @@ impl ToolSettings {
             policy,
             breaker,
             dependency: self.dependency.clone(),
+            durable: self.durable.unwrap_or(false),
         })
     }
 }
@@ -342,6 +346,9 @@ struct RawConfig {
     budget: Option<BudgetConfigBuilder>,
     #[serde(default)]
     tools: BTreeMap<String, ToolSettings>,
+    /// [tasks] Where durable tool calls are kept.
+    #[serde(default)]
+    tasks: crate::tasks::RawTasks,
 }
 
 /// One tool's effective settings.
@@ -353,6 +360,8 @@ pub struct ResolvedTool {
     pub breaker: Option<BreakerConfig>,
     /// Tools naming the same dependency share one breaker (the first one's configuration).
     pub dependency: Option<String>,
+    /// Calls become durable MCP tasks when the client asks for a task (`durable = true`).
+    pub durable: bool,
 }
 
 enum Pattern {
@@ -389,6 +398,8 @@ pub struct Config {
     /// Shared state across replicas (`[state]`).
     #[cfg(feature = "redis")]
     pub state: steadfast_redis::StateConfig,
+    /// The durable task store (`[tasks]`), used when some tool is `durable = true`.
+    pub tasks: crate::tasks::TasksConfig,
     settings: crate::upstream::Settings,
     /// Things that are allowed but probably not meant (a second breaker config for one
     /// dependency, `--server` with a TOML file, …), for the caller to print.
@@ -697,6 +708,18 @@ impl Config {
                 message: e.to_string(),
             });
         }
+        // [tasks] the store, TTL and intervals of durable tool calls.
+        let tasks = raw.tasks.validate().unwrap_or_else(|found| {
+            for (key, message) in found {
+                errors.push(ConfigError {
+                    file: file.to_owned(),
+                    line: find_key_line(text, "tasks", key),
+                    key: format!("tasks.{key}"),
+                    message,
+                });
+            }
+            crate::tasks::TasksConfig::default()
+        });
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -733,6 +756,7 @@ impl Config {
             call_limits: raw.limits.clone(),
             #[cfg(feature = "redis")]
             state: raw.state.clone(),
+            tasks,
             settings,
             warnings,
             defaults: raw.defaults,
@@ -929,6 +953,13 @@ impl Config {
         })
     }
 
+    /// [tasks] Whether any tool may be durable (`durable = true` in the defaults or any tool
+    /// table): only then is the task store opened.
+    pub fn any_durable(&self) -> bool {
+        self.defaults.durable == Some(true)
+            || self.tools.iter().any(|(_, s)| s.durable == Some(true))
+    }
+
     /// How the upstream is connected, supervised and bounded.
     pub fn upstream_settings(&self) -> crate::upstream::Settings {
         self.settings.clone()
@@ -959,6 +990,7 @@ impl Config {
                 policy: ToolPolicy::default(),
                 breaker: Some(BreakerConfig::default()),
                 dependency: None,
+                durable: false,
             })
         })
     }
@@ -1426,6 +1458,7 @@ breaker = false
         keys.extend(field_names::<BudgetConfigBuilder>());
         keys.extend(field_names::<Limits>());
         keys.extend(field_names::<Cap>());
+        keys.extend(field_names::<crate::tasks::RawTasks>());
         #[cfg(feature = "redis")]
         keys.extend(field_names::<steadfast_redis::StateConfig>());
         assert!(keys.len() > 40, "introspection found only {keys:?}");

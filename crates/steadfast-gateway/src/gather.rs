@@ -93,9 +93,9 @@ impl Session {
                 self.watch(r.clone());
             }
         }
-        let result = merged_init(&connected);
+        let result = crate::tasks::on_initialize(self, params, merged_init(&connected).to_string());
         self.client
-            .respond(id, jsonrpc::result_response(id, &result.to_string()));
+            .respond(id, jsonrpc::result_response(id, &result));
     }
 
     /// Names and breakers for the tools an upstream listed when it connected, so calls find
@@ -285,12 +285,16 @@ impl Session {
                 }
             }
         }
+        let mut result = json!({ key: items });
         if method == "tools/list" {
+            crate::tasks::on_tools_list(self, &mut result);
             if let Some(health) = crate::health::tool(&self.router.config()) {
-                items.push(health);
+                if let Some(tools) = result["tools"].as_array_mut() {
+                    tools.push(health);
+                }
             }
         }
-        jsonrpc::result_response(id, &json!({ key: items }).to_string())
+        jsonrpc::result_response(id, &result.to_string())
     }
 
     /// Every page of one upstream's list, names namespaced, within `list_timeout`.

@@ -68,6 +68,8 @@ struct Front {
     sessions: Mutex<HashMap<String, (Arc<Session>, tokio::time::Instant)>>,
     /// Initializes under way: they count against `max_sessions` until answered.
     opening: std::sync::atomic::AtomicUsize,
+    /// [tasks] Durable tool calls, shared by every session (when some tool is durable).
+    durable: Option<Arc<crate::tasks::Durable>>,
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -94,9 +96,14 @@ pub async fn serve_http(
     let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .ok();
+    // [tasks]
+    let durable = crate::tasks::Durable::open(&config, router.clone())
+        .await
+        .map_err(std::io::Error::other)?;
     let front = Arc::new(Front {
         prometheus,
         router: router.clone(),
+        durable,
         config,
         options: options.clone(),
         sessions: Mutex::default(),
@@ -159,6 +166,9 @@ pub async fn serve_http(
         .drain()
     {
         end(&s);
+    }
+    if let Some(d) = &front.durable {
+        d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released
     }
     router.shutdown().await;
     Ok(exit)
@@ -365,6 +375,9 @@ impl Front {
                 let limits = self.config.limits;
                 let client = Client::new(limits.max_queued_notifications);
                 let s = Session::with_id(id, client, self.router.clone(), limits);
+                if let Some(d) = &self.durable {
+                    s.tasks.install(d.clone()); // [tasks]
+                }
                 (s, true)
             }
             (None, _) => {

@@ -37,6 +37,7 @@ pub mod sanitize;
 pub mod session;
 pub mod shared;
 mod stdio_front;
+pub mod tasks;
 pub mod tool_call;
 pub mod tools;
 pub mod upstream;

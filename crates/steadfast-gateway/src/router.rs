@@ -490,3 +490,16 @@ pub(crate) fn log_reload(router: &Router, new: crate::Config) {
         Err(why) => tracing::error!("config not reloaded (the old one stays): {why}"),
     }
 }
+
+/// Durable tool calls find a tool's upstream the way live calls do.
+impl crate::tasks::Resolve for Router {
+    fn resolve(&self, tool: &str) -> Option<crate::tasks::Target> {
+        let (route, name) = Router::resolve(self, Kind::Tool, tool)?;
+        Some(crate::tasks::Target {
+            upstream: route.upstream.clone(),
+            tools: route.tools.clone(),
+            name,
+            key: tool.to_owned(),
+        })
+    }
+}

@@ -37,6 +37,8 @@ pub struct Session {
     /// Upstreams this session waits for, to announce their lists when they come (one watcher
     /// each at most).
     pub(crate) watching: Mutex<std::collections::HashSet<String>>,
+    /// [tasks] Durable tool calls, when the config has durable tools (`crate::tasks`).
+    pub tasks: crate::tasks::SessionTasks,
     /// Requests in flight by client id: a serial (so a finished task never removes a newer
     /// request that reused its id) and the request's cancellation.
     in_flight: Mutex<HashMap<String, (u64, CancellationToken)>>,
@@ -109,6 +111,7 @@ impl Session {
             limits,
             closed: CancellationToken::new(),
             watching: Mutex::default(),
+            tasks: Default::default(), // [tasks]
             in_flight: Mutex::default(),
             serial: std::sync::atomic::AtomicU64::new(0),
             warned_garbage: AtomicBool::new(false),
@@ -324,6 +327,14 @@ impl Session {
                 };
                 let me = self.clone();
                 let id = id.to_owned();
+                // [tasks] A task-augmented call to a durable tool: a task handle at once.
+                if let Some(d) = crate::tasks::durable_call(self, &params) {
+                    tokio::spawn(async move {
+                        let _reg = reg;
+                        me.client.respond(&id, d.create(&me, &id, params).await);
+                    });
+                    return;
+                }
                 tokio::spawn(async move {
                     let _reg = reg;
                     if let Some(line) = crate::tool_call::run(&me, &id, params, &ct).await {
@@ -339,10 +350,13 @@ impl Session {
                 let id = id.to_owned();
                 let method = method.to_owned();
                 let params = env.params.map(|p| p.get().to_owned());
+                // [tasks] tasks/* served from the durable store while it is open.
+                let ours = crate::tasks::serves(self, &method);
                 tokio::spawn(async move {
                     let _reg = reg;
                     tokio::select! {
-                        line = me.forward(&id, &method, params.as_deref()) => me.client.respond(&id, line),
+                        line = crate::tasks::serve(&me, &id, &method, params.as_deref()), if ours => me.client.respond(&id, line),
+                        line = me.forward(&id, &method, params.as_deref()), if !ours => me.client.respond(&id, line),
                         // A cancelled request is not answered (MCP); dropping the forward
                         // cancels it upstream.
                         _ = ct.cancelled() => {}
@@ -386,6 +400,7 @@ impl Session {
                 }
                 let result = upstream.init_result().unwrap_or_else(|| "{}".to_owned());
                 let result = self.adjust_init_result(result);
+                let result = crate::tasks::on_initialize(self, params, result); // [tasks]
                 self.client
                     .respond(id, jsonrpc::result_response(id, &result));
             }
@@ -421,7 +436,12 @@ impl Session {
     }
 
     /// Forwards a request and returns the line that answers it.
-    async fn forward(self: &Arc<Self>, id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
+    pub(crate) async fn forward(
+        self: &Arc<Self>,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+    ) -> Vec<u8> {
         if self.router.is_namespaced() {
             return self.dispatch(id, method, params).await;
         }
@@ -512,6 +532,7 @@ impl Session {
             .and_then(|p| serde_json::from_str::<Value>(p).ok())
             .is_none_or(|p| p.get("cursor").is_none());
         self.upstream().learn_tools(&v, first_page);
+        let changed = crate::tasks::on_tools_list(self, &mut v); // [tasks]
         let last_page = v.get("nextCursor").is_none_or(Value::is_null);
         match (last_page, crate::health::tool(&self.router.config())) {
             (true, Some(health)) => {
@@ -520,6 +541,7 @@ impl Session {
                 }
                 v.to_string()
             }
+            _ if changed => v.to_string(), // [tasks]
             _ => result.to_owned(),
         }
     }
@@ -533,6 +555,7 @@ impl Session {
                 };
                 let Some(id) = v.get("requestId") else { return };
                 let id = id.to_string();
+                crate::tasks::on_cancelled(self, &id); // [tasks]
                 let ct = self
                     .in_flight
                     .lock()

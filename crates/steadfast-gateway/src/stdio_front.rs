@@ -87,6 +87,13 @@ pub async fn serve_stdio_with(
     let router = Router::build(upstreams.into(), &config, &shared)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let session = Session::new(client.clone(), router.clone(), limits);
+    // [tasks] Durable tool calls, when some tool is `durable = true`.
+    if let Some(d) = crate::tasks::Durable::open(&config, router.clone())
+        .await
+        .map_err(std::io::Error::other)?
+    {
+        session.tasks.install(d);
+    }
 
     let out = client.out.clone();
     let mut writer = tokio::spawn(async move { out.write_to(output()).await });
@@ -124,6 +131,9 @@ pub async fn serve_stdio_with(
     tracing::info!(?exit, "stopping");
     reader.abort();
     session.cancel_all();
+    if let Some(d) = session.tasks.get() {
+        d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released
+    }
     // Let the cancelled tasks drop their upstream requests (each sends a cancel upstream).
     tokio::task::yield_now().await;
     tokio::time::sleep(Duration::from_millis(20)).await;

@@ -20,9 +20,9 @@ use crate::session::Session;
 use crate::upstream::{Params, ProgressRoute, Reply};
 
 /// A raw result and whether it says `isError: true`.
-struct Answer {
-    raw: String,
-    is_error: bool,
+pub(crate) struct Answer {
+    pub(crate) raw: String,
+    pub(crate) is_error: bool,
 }
 
 /// Runs one `tools/call`; the line answering it, or `None` if the client cancelled it.
@@ -186,20 +186,20 @@ pub async fn run(
     Some(jsonrpc::result_response(id, &result))
 }
 
-async fn sleep_until(deadline: Option<Instant>) {
+pub(crate) async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
 }
 
-fn timed_out(after: Option<std::time::Duration>) -> CallFailure {
+pub(crate) fn timed_out(after: Option<std::time::Duration>) -> CallFailure {
     CallFailure::Lost(rmcp::ServiceError::Timeout {
         timeout: after.unwrap_or_default(),
     })
 }
 
-fn into_answer(reply: Reply, max_size: usize) -> Result<Answer, CallFailure> {
+pub(crate) fn into_answer(reply: Reply, max_size: usize) -> Result<Answer, CallFailure> {
     match reply {
         Reply::Result(raw) => {
             let is_error = memchr::memmem::find(raw.as_bytes(), b"\"isError\"").is_some()

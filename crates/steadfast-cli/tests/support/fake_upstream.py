@@ -328,9 +328,13 @@ class Fake:
             return text_result("x" * int(mib * 1024 * 1024))
         if name == "flaky":
             with self.cancel_lock:
-                failing = self.flaky_left > 0
-                if failing:
-                    self.flaky_left -= 1
+                if self.args.flaky_across_restarts:
+                    # The counter file carries on across restarts (this call is counted).
+                    failing = self.counter.data["tools"].get("flaky", 0) <= self.args.flaky_failures
+                else:
+                    failing = self.flaky_left > 0
+                    if failing:
+                        self.flaky_left -= 1
             if failing:
                 r = text_result("503 Service Unavailable: temporarily unavailable, try again")
                 r["isError"] = True
@@ -745,6 +749,8 @@ def main(argv=None):
     p.add_argument("--flood", type=int, default=200_000, help="log-flood: messages per call")
     p.add_argument("--flood-bytes", type=int, default=100, help="log-flood: padding per message")
     p.add_argument("--flaky-failures", type=int, default=2, help="flaky: failures before success")
+    p.add_argument("--flaky-across-restarts", action="store_true",
+                   help="flaky: count failures in --count-file, so a restart does not reset them")
     p.add_argument("--exit-delay-ms", type=int, default=0, help="exit-after-initialize: delay")
     p.add_argument("--task-seconds", type=float, default=0.5, help="tasks: time until completed")
     p.add_argument("--session-loss-after", type=int, default=0,

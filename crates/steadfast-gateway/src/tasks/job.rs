@@ -1,0 +1,314 @@
+//! The job behind a durable call: each job attempt is ONE upstream attempt, so retries wait in
+//! the job store (`run_at`), never in memory, and a restart picks them up.
+//!
+//! What counts as a failure, whether it may be replayed and what the model is told are the live
+//! call's: the attempt is mapped by `tool_call`'s code, classified by `CallFailure`, vetoed by
+//! the same rule (replay only tools that may be replayed, or calls that provably never ran),
+//! and the `LlmError` a task ends with is the one the engine itself gives for that failure.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use steadfast::{
+    CallKeys, CancellationToken, Classify, ErrorClass, ErrorCode, LlmError, RetryPolicy,
+};
+use steadfast_jobs::JobContext;
+use steadfast_mcp::{CallFailure, ToolCall, ToolPolicy};
+
+use super::Shared;
+use super::store::{TaskRow, TaskStore, status};
+use super::wire::{llm_result, unknown};
+
+/// The handler's name in the job store.
+pub(crate) const HANDLER: &str = "steadfast.tools_call";
+
+/// A job's payload: the task it runs (everything else is in the task row).
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Payload {
+    pub task: String,
+}
+
+/// A failed attempt, as the job store classifies it.
+#[derive(Debug)]
+pub(crate) struct AttemptError {
+    class: ErrorClass,
+    message: String,
+    /// Not to be retried whatever the class says (the call may have taken effect).
+    declined: bool,
+}
+
+impl std::fmt::Display for AttemptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl Classify for AttemptError {
+    fn classify(&self) -> ErrorClass {
+        self.class.clone()
+    }
+}
+
+fn internal(why: impl std::fmt::Display) -> AttemptError {
+    AttemptError {
+        class: ErrorClass::retriable(ErrorCode::new("TASK_STORE")),
+        message: format!("task store: {why}"),
+        declined: false,
+    }
+}
+
+/// The registered handler.
+pub(crate) fn handler(shared: Arc<Shared>) -> steadfast_jobs::Registered {
+    steadfast_jobs::handler(HANDLER, move |ctx: JobContext, p: Payload| {
+        let shared = shared.clone();
+        async move { run(&shared, ctx, p).await }
+    })
+    .should_retry(|e: &AttemptError, _, _| !e.declined)
+    .into()
+}
+
+async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError> {
+    let store = s.store.get().ok_or_else(|| internal("not open"))?;
+    let Some(row) = store.get(&p.task, s.now()).await.map_err(internal)? else {
+        return Ok(()); // expired and purged: nobody can ask for it any more
+    };
+    if row.status != status::WORKING {
+        return Ok(()); // cancelled (or finished by an attempt whose settlement was lost)
+    }
+    let attempt = i64::from(ctx.attempt());
+    if row.sent > row.answered && !row.replay {
+        // An attempt was sent and its answer never recorded: the gateway died mid-call. As in
+        // a live call that lost its connection, a tool that may not be replayed is not sent
+        // again; the task ends with "outcome unknown" (written before that attempt was sent).
+        let failure = row
+            .last_failure
+            .clone()
+            .unwrap_or_else(|| llm_result(&unknown(&row.tool, "the outcome is unknown")));
+        tracing::warn!(task = %row.task_id, tool = %row.tool, "a durable call was sent before a restart and never answered; not resent (the tool is not idempotent)");
+        store
+            .finish(
+                &row.task_id,
+                status::FAILED,
+                &failure,
+                row.answered,
+                s.now(),
+            )
+            .await
+            .map_err(internal)?;
+        return Ok(());
+    }
+    let Some(target) = s.resolver.resolve(&row.tool) else {
+        let mut e = LlmError::new(steadfast::LlmErrorCode::InvalidRequest).with_tool(&row.tool);
+        e.message = "no upstream serves this tool any more".to_owned();
+        store
+            .finish(
+                &row.task_id,
+                status::FAILED,
+                &llm_result(&e),
+                row.answered,
+                s.now(),
+            )
+            .await
+            .map_err(internal)?;
+        return Ok(());
+    };
+    let listed = target.upstream.lists(&target.name);
+    let entry = target.tools.entry(&target.key, listed);
+    let policy = &entry.settings.policy;
+    let params: Value = serde_json::from_str(&row.params).map_err(internal)?;
+    if let Some(budget) = target.tools.budget() {
+        if attempt == 1 {
+            budget.deposit();
+        } else if !budget.try_withdraw() {
+            // As in `steadfast-jobs`: a retry the budget cannot pay for waits the longest
+            // delay the policy allows instead of adding to a burst.
+            return Err(AttemptError {
+                class: ErrorClass::retriable(ErrorCode::new("RETRY_BUDGET"))
+                    .with_retry_after(policy.engine_policy().max_delay()),
+                message: "the upstream's retry budget is spent; this retry waits".to_owned(),
+                declined: false,
+            });
+        }
+    }
+    let permit = match &entry.breaker {
+        Some(b) => match b.try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(rejected) => {
+                // Not sent: waits for the breaker's probe time instead of failing the task.
+                let mut class = ErrorClass::retriable(ErrorCode::CIRCUIT_OPEN)
+                    .with_message("circuit breaker is open");
+                class.retry_after = rejected.retry_in;
+                let llm = LlmError::from_class(&rejected.class())
+                    .with_tool(&row.tool)
+                    .with_attempts(ctx.attempt());
+                store
+                    .record_failure(&row.task_id, row.answered, &llm_result(&llm), s.now())
+                    .await
+                    .map_err(internal)?;
+                return Err(AttemptError {
+                    class,
+                    message: "circuit breaker is open".to_owned(),
+                    declined: false,
+                });
+            }
+        },
+        None => None,
+    };
+    if let Some(limit) = target.tools.call_limit() {
+        let keys = CallKeys::new()
+            .session(row.owner.clone())
+            .tool(target.key.clone())
+            .upstream(target.upstream.name.clone());
+        if let Err(e) = limit.acquire(&keys).await {
+            return fail(s, store, &row, attempt, CallFailure::Limited(e)).await;
+        }
+    }
+    // Recorded before the request goes out: a crash from here on leaves `sent > answered`.
+    let if_lost = would_be_final(
+        &row.tool,
+        CallFailure::Lost(rmcp::ServiceError::TransportClosed),
+        row.replay,
+        attempt,
+    )
+    .await;
+    let marked = store
+        .mark_sent(&row.task_id, attempt, &llm_result(&if_lost), s.now())
+        .await
+        .map_err(internal)?;
+    if !marked {
+        return Ok(()); // cancelled meanwhile
+    }
+    let cancel = s.running(&row.task_id);
+    let outcome = tokio::select! {
+        r = super::attempt::once(&target, &params, policy) => Some(r),
+        _ = cancel.cancelled() => None,
+        _ = ctx.cancelled().cancelled() => None,
+    };
+    s.done_running(&row.task_id);
+    let Some(outcome) = outcome else {
+        // The attempt was dropped, which cancelled its upstream request.
+        if ctx.cancelled().is_cancelled() {
+            return Err(internal("the worker is stopping"));
+        }
+        return Ok(()); // the client cancelled the task
+    };
+    match outcome {
+        Ok(answer) => {
+            if let Some(p) = permit {
+                p.success();
+            }
+            let (st, result) = if answer.is_error {
+                // A business failure goes to the model as the tool wrote it, sanitized.
+                (
+                    status::FAILED,
+                    crate::sanitize::sanitize_error_result(&answer.raw),
+                )
+            } else {
+                (status::COMPLETED, answer.raw)
+            };
+            store
+                .finish(&row.task_id, st, &result, attempt, s.now())
+                .await
+                .map_err(internal)?;
+            Ok(())
+        }
+        Err(f) => {
+            if let Some(p) = permit {
+                p.record(f.classify().counts_as_breaker_failure());
+            }
+            fail(s, store, &row, attempt, f).await
+        }
+    }
+}
+
+/// Records a failed attempt (with the error the task ends with if it was the last) and hands
+/// the job store its class.
+async fn fail(
+    s: &Shared,
+    store: &TaskStore,
+    row: &TaskRow,
+    attempt: i64,
+    f: CallFailure,
+) -> Result<(), AttemptError> {
+    let class = f.classify();
+    let declined = !(row.replay || f.never_ran());
+    let message = f.to_string();
+    let llm = would_be_final(&row.tool, f, row.replay, attempt).await;
+    store
+        .record_failure(&row.task_id, attempt, &llm_result(&llm), s.now())
+        .await
+        .map_err(internal)?;
+    Err(AttemptError {
+        class,
+        message,
+        declined,
+    })
+}
+
+/// The `LlmError` a live call gives if `failure` is its last: the engine is run on it, so the
+/// code, message and the "outcome unknown" wording are the live call's own.
+pub(crate) async fn would_be_final(
+    tool: &str,
+    failure: CallFailure,
+    replay: bool,
+    attempt: i64,
+) -> LlmError {
+    // With a second attempt allowed, a failure that may not be replayed ends as the live
+    // call's does ("declined": sent, outcome unknown); otherwise as its last attempt.
+    let declined = !(replay || failure.never_ran());
+    let retry = if declined {
+        RetryPolicy::builder()
+            .max_attempts(2)
+            .build()
+            .unwrap_or_else(|_| RetryPolicy::no_retry())
+    } else {
+        RetryPolicy::no_retry()
+    };
+    let policy = ToolPolicy::new(retry).unwrap_or_default();
+    let mut once = Some(failure);
+    let out =
+        ToolCall::new(tool, &policy)
+            .replays_ambiguous(replay)
+            .run_judged(
+                &CancellationToken::new(),
+                |_| {
+                    let f = once.take();
+                    async move {
+                        Err::<(), _>(f.unwrap_or_else(|| CallFailure::NotSent("not sent".into())))
+                    }
+                },
+                Ok,
+            )
+            .await;
+    let mut e = out
+        .err()
+        .unwrap_or_else(|| unknown(tool, "the call failed"));
+    e.attempts_made = Some(u32::try_from(attempt).unwrap_or(u32::MAX));
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_call_to_a_tool_that_may_not_be_replayed_ends_as_outcome_unknown() {
+        let lost = || CallFailure::Lost(rmcp::ServiceError::TransportClosed);
+        let e = would_be_final("charge", lost(), false, 1).await;
+        assert!(
+            e.message.starts_with("The outcome of this call is unknown"),
+            "{e:?}"
+        );
+        assert_eq!(e.attempts_made, Some(1));
+        let e = would_be_final("lookup", lost(), true, 3).await;
+        assert!(!e.message.contains("unknown"), "{e:?}");
+        assert_eq!(
+            (e.attempts_made, e.tool.as_deref()),
+            (Some(3), Some("lookup"))
+        );
+        let not_sent =
+            would_be_final("charge", CallFailure::NotSent("down".into()), false, 2).await;
+        assert_eq!(not_sent.code, steadfast::LlmErrorCode::ServiceUnavailable);
+    }
+}

@@ -1,0 +1,366 @@
+//! Creating a durable task, and `tasks/get`, `tasks/result`, `tasks/list`, `tasks/cancel`
+//! served from the store. A task id the store does not know is the upstream's own task: the
+//! request is relayed to it.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use steadfast_jobs::JobOptions;
+
+use super::job::{HANDLER, Payload};
+use super::store::{TaskRow, status};
+use super::wire::{self, View, derive, task_json};
+use super::{Durable, owner_of};
+use crate::jsonrpc::{self, code};
+use crate::session::Session;
+
+/// The methods served here.
+pub(crate) const METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+
+/// Tasks per `tasks/list` page.
+const PAGE: i64 = 100;
+
+fn store_error(id: &str, e: impl std::fmt::Display) -> Vec<u8> {
+    jsonrpc::error_response(
+        id,
+        code::INTERNAL_ERROR,
+        &format!(
+            "the task store failed: {}",
+            steadfast::sanitize(&e.to_string())
+        ),
+    )
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// 128 bits a client cannot guess: a task id is all it takes to read or cancel a task. Keyed
+/// SipHash from the OS-seeded `RandomState`, as the HTTP front's session ids (the jitter's
+/// fast generator is predictable from its outputs).
+fn random_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(32);
+    for _ in 0..2 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
+
+impl Durable {
+    /// Answers a task-augmented `tools/call` with a task handle and queues its job.
+    pub(crate) async fn create(
+        &self,
+        session: &Arc<Session>,
+        id: &str,
+        mut params: Value,
+    ) -> Vec<u8> {
+        let now = self.shared.now();
+        match self.store().active(now).await {
+            Ok(n) if n >= self.config.max_active => {
+                return jsonrpc::error_response(
+                    id,
+                    code::OVERLOADED,
+                    &format!(
+                        "too many durable tasks are working ([tasks] max_active = {}); retry after some finish",
+                        self.config.max_active
+                    ),
+                );
+            }
+            Err(e) => return store_error(id, e),
+            Ok(_) => {}
+        }
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let Some(target) = self.shared.resolver.resolve(&name) else {
+            return jsonrpc::error_response(id, code::INVALID_PARAMS, "unknown tool");
+        };
+        let listed = target.upstream.lists(&target.name);
+        let entry = target.tools.entry(&target.key, listed);
+        let (read_only, idempotent) = target.upstream.hints(&target.name);
+        // Decided now and stored: after a restart the hints may not be known yet.
+        let replay = entry
+            .settings
+            .policy
+            .retry_ambiguous
+            .unwrap_or(read_only || idempotent);
+        let max_ttl = millis(self.config.result_ttl);
+        let ttl_ms = params
+            .pointer("/task/ttl")
+            .and_then(Value::as_i64)
+            .filter(|t| *t > 0)
+            .map_or(max_ttl, |t| t.min(max_ttl));
+        if let Some(o) = params.as_object_mut() {
+            o.remove("task");
+            o.insert("name".into(), Value::String(target.name.clone()));
+            // No client follows a durable attempt's progress.
+            if let Some(meta) = o.get_mut("_meta").and_then(Value::as_object_mut) {
+                meta.remove("progressToken");
+            }
+        }
+        let mut row = TaskRow {
+            task_id: random_id(),
+            owner: owner_of(session),
+            job_id: None,
+            tool: name,
+            params: params.to_string(),
+            replay,
+            status: status::WORKING.to_owned(),
+            result: None,
+            last_failure: None,
+            sent: 0,
+            answered: 0,
+            ttl_ms,
+            created_at: now,
+            updated_at: now,
+        };
+        if let Err(e) = self.store().insert(&row).await {
+            return store_error(id, e);
+        }
+        let opts = JobOptions::new().retry(entry.settings.policy.engine_policy().to_builder());
+        let job = self
+            .jobs
+            .queue(
+                HANDLER,
+                &Payload {
+                    task: row.task_id.clone(),
+                },
+                opts,
+            )
+            .await;
+        match job {
+            Ok(job_id) => {
+                if let Err(e) = self.store().set_job(&row.task_id, job_id).await {
+                    return store_error(id, e);
+                }
+                row.job_id = Some(job_id);
+            }
+            Err(e) => return store_error(id, e),
+        }
+        tracing::info!(task = %row.task_id, tool = %row.tool, "durable call queued");
+        metrics::counter!("steadfast_tasks_created_total").increment(1);
+        session.tasks.remember(id, &row.task_id);
+        let view = View {
+            status: status::WORKING,
+            message: Some("queued".to_owned()),
+            result: None,
+        };
+        let task = task_json(&row, &view, self.poll_ms());
+        jsonrpc::result_response(id, &json!({ "task": task }).to_string())
+    }
+
+    fn poll_ms(&self) -> u64 {
+        u64::try_from(self.config.poll_interval.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    async fn view(&self, row: &TaskRow) -> Result<View, steadfast_jobs::JobsError> {
+        if crate::tasks::store::status::is_terminal(&row.status) {
+            return Ok(derive(row, None));
+        }
+        let job = match row.job_id {
+            Some(j) => self.jobs.get(j).await?,
+            None => None,
+        };
+        Ok(derive(row, job.as_ref()))
+    }
+}
+
+/// Serves one `tasks/*` request; the line answering it.
+pub(crate) async fn serve(
+    session: &Arc<Session>,
+    id: &str,
+    method: &str,
+    params: Option<&str>,
+) -> Vec<u8> {
+    let Some(d) = session.tasks.get().cloned() else {
+        return session.forward(id, method, params).await;
+    };
+    let p: Value = params
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_else(|| json!({}));
+    if method == "tasks/list" {
+        return list(&d, session, id, &p).await;
+    }
+    let Some(task_id) = p.get("taskId").and_then(Value::as_str) else {
+        return jsonrpc::error_response(
+            id,
+            code::INVALID_PARAMS,
+            "invalid params: taskId (a string) is required",
+        );
+    };
+    let row = match d.store().get(task_id, d.shared.now()).await {
+        Ok(Some(r)) => r,
+        Ok(None) if upstream_has_tasks(session) => {
+            // The upstream's own task (created by a relayed call): relay.
+            return session.forward(id, method, params).await;
+        }
+        Ok(None) => {
+            return jsonrpc::error_response(
+                id,
+                code::INVALID_PARAMS,
+                "invalid params: no such task (unknown, or expired)",
+            );
+        }
+        Err(e) => return store_error(id, e),
+    };
+    match method {
+        "tasks/get" => match d.view(&row).await {
+            Ok(v) => jsonrpc::result_response(id, &task_json(&row, &v, d.poll_ms()).to_string()),
+            Err(e) => store_error(id, e),
+        },
+        "tasks/result" => result(&d, session, id, row).await,
+        _ => cancel(&d, id, row).await,
+    }
+}
+
+/// Blocks until the task is terminal (bounded by the proxy's `request_timeout`), then answers
+/// with what the call itself would have: its result, or the `isError` result with the
+/// `LlmError`.
+async fn result(d: &Durable, session: &Session, id: &str, mut row: TaskRow) -> Vec<u8> {
+    let bound = d
+        .shared
+        .resolver
+        .resolve(&row.tool)
+        .map_or(session.upstream().settings().request_timeout, |t| {
+            t.upstream.settings().request_timeout
+        });
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let view = match d.view(&row).await {
+            Ok(v) => v,
+            Err(e) => return store_error(id, e),
+        };
+        if view.is_terminal() {
+            let result = view
+                .result
+                .unwrap_or_else(|| wire::llm_result(&wire::cancelled(&row.tool)));
+            return jsonrpc::result_response(id, &wire::with_related_task(&result, &row.task_id));
+        }
+        if tokio::time::Instant::now() + d.config.poll_interval > deadline {
+            return jsonrpc::error_response(
+                id,
+                code::UPSTREAM_TIMEOUT,
+                &format!(
+                    "the task is still working after {bound:?}; poll tasks/get and call tasks/result again"
+                ),
+            );
+        }
+        tokio::time::sleep(d.config.poll_interval).await;
+        row = match d.store().get(&row.task_id, d.shared.now()).await {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                return jsonrpc::error_response(id, code::INVALID_PARAMS, "the task expired");
+            }
+            Err(e) => return store_error(id, e),
+        };
+    }
+}
+
+/// Cancels a task the client started with request `request` (its `notifications/cancelled`
+/// came after the task handle answered it).
+pub(crate) async fn cancel_by_request(d: &Durable, session: &Session, request: &str) {
+    let Some(task) = session.tasks.forget(request) else {
+        return;
+    };
+    if let Ok(Some(row)) = d.store().get(&task, d.shared.now()).await {
+        let _ = cancel(d, "null", row).await;
+    }
+}
+
+async fn cancel(d: &Durable, id: &str, row: TaskRow) -> Vec<u8> {
+    let view = match d.view(&row).await {
+        Ok(v) => v,
+        Err(e) => return store_error(id, e),
+    };
+    if view.is_terminal() {
+        return jsonrpc::error_response(
+            id,
+            code::INVALID_PARAMS,
+            &format!("invalid params: the task is already {}", view.status),
+        );
+    }
+    let now = d.shared.now();
+    let result = wire::llm_result(&wire::cancelled(&row.tool));
+    match d
+        .store()
+        .finish(&row.task_id, status::CANCELLED, &result, row.answered, now)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            return jsonrpc::error_response(
+                id,
+                code::INVALID_PARAMS,
+                "invalid params: the task has just finished",
+            );
+        }
+        Err(e) => return store_error(id, e),
+    }
+    // A job waiting for its retry is cancelled in the store; an attempt in flight is dropped,
+    // which sends `notifications/cancelled` upstream.
+    if let Some(job) = row.job_id {
+        let _ = d.jobs.cancel(job).await;
+    }
+    d.shared.cancel_running(&row.task_id);
+    let mut row = row;
+    row.status = status::CANCELLED.to_owned();
+    row.result = Some(result);
+    row.updated_at = now;
+    let v = derive(&row, None);
+    jsonrpc::result_response(id, &task_json(&row, &v, d.poll_ms()).to_string())
+}
+
+async fn list(d: &Durable, session: &Session, id: &str, p: &Value) -> Vec<u8> {
+    let offset = match p.get("cursor") {
+        None | Some(Value::Null) => 0,
+        Some(c) => match c.as_str().and_then(|c| c.parse::<i64>().ok()) {
+            Some(o) if o >= 0 => o,
+            _ => {
+                return jsonrpc::error_response(
+                    id,
+                    code::INVALID_PARAMS,
+                    "invalid params: unknown cursor",
+                );
+            }
+        },
+    };
+    let rows = match d
+        .store()
+        .list(&owner_of(session), d.shared.now(), offset, PAGE)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return store_error(id, e),
+    };
+    let mut tasks = Vec::with_capacity(rows.len());
+    for row in &rows {
+        match d.view(row).await {
+            Ok(v) => tasks.push(task_json(row, &v, d.poll_ms())),
+            Err(e) => return store_error(id, e),
+        }
+    }
+    let mut out = json!({ "tasks": tasks });
+    if i64::try_from(rows.len()).unwrap_or(0) == PAGE {
+        out["nextCursor"] = Value::String((offset + PAGE).to_string());
+    }
+    jsonrpc::result_response(id, &out.to_string())
+}
+
+fn upstream_has_tasks(session: &Session) -> bool {
+    // With several upstreams a task id names no upstream: it is not relayed.
+    !session.router.is_namespaced()
+        && session
+            .upstream()
+            .init_result()
+            .and_then(|r| serde_json::from_str::<Value>(&r).ok())
+            .is_some_and(|v| v.pointer("/capabilities/tasks").is_some())
+}

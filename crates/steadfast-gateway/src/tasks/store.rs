@@ -1,0 +1,357 @@
+//! The task table: one row per durable call, next to `steadfast-jobs`' own tables in the same
+//! database, so a task and its job survive a restart together.
+//!
+//! Times are UTC milliseconds passed in by the caller (the injected clock), so every rule here
+//! — expiry, the "sent" mark, terminal states — is checked without waiting.
+
+use sqlx::any::AnyRow;
+use sqlx::{AnyPool, Row};
+
+/// Status names, as the MCP 2025-11-25 `Task` writes them.
+pub(crate) mod status {
+    pub const WORKING: &str = "working";
+    pub const COMPLETED: &str = "completed";
+    pub const FAILED: &str = "failed";
+    pub const CANCELLED: &str = "cancelled";
+
+    /// Whether a status is final.
+    pub fn is_terminal(s: &str) -> bool {
+        matches!(s, COMPLETED | FAILED | CANCELLED)
+    }
+}
+
+/// One stored task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskRow {
+    pub task_id: String,
+    /// Who may list it (see `owner_of`).
+    pub owner: String,
+    /// The job that runs it (set right after the job is queued).
+    pub job_id: Option<i64>,
+    /// The tool, as the client named it.
+    pub tool: String,
+    /// The `tools/call` params sent upstream (no `task`, no progress token).
+    pub params: String,
+    /// Whether an attempt that was sent and not answered may be sent again.
+    pub replay: bool,
+    pub status: String,
+    /// The `CallToolResult` a terminal task answers `tasks/result` with.
+    pub result: Option<String>,
+    /// The `CallToolResult` (an `LlmError`) the task ends with if the current attempt is its
+    /// last: written before each attempt is sent ("sent, outcome unknown") and replaced by
+    /// the attempt's own failure.
+    pub last_failure: Option<String>,
+    /// The last attempt recorded as sent, and the last whose outcome was recorded.
+    pub sent: i64,
+    pub answered: i64,
+    pub ttl_ms: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+const COLS: &str = "task_id, owner, job_id, tool, params, replay, status, result, last_failure, \
+    sent, answered, ttl_ms, created_at, updated_at";
+
+/// The task table on the job store's pool.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskStore {
+    pool: AnyPool,
+}
+
+impl TaskStore {
+    /// Creates the table if needed.
+    pub async fn open(pool: AnyPool) -> Result<Self, sqlx::Error> {
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS steadfast_tasks (task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, \
+             job_id BIGINT, tool TEXT NOT NULL, params TEXT NOT NULL, replay BIGINT NOT NULL, \
+             status TEXT NOT NULL, result TEXT, last_failure TEXT, sent BIGINT NOT NULL, \
+             answered BIGINT NOT NULL, ttl_ms BIGINT NOT NULL, created_at BIGINT NOT NULL, \
+             updated_at BIGINT NOT NULL)",
+        )
+        .execute(&pool)
+        .await?;
+        sqlx::query(
+            "CREATE INDEX IF NOT EXISTS steadfast_tasks_owner ON steadfast_tasks (owner, created_at)",
+        )
+        .execute(&pool)
+        .await?;
+        Ok(Self { pool })
+    }
+
+    pub async fn insert(&self, t: &TaskRow) -> Result<(), sqlx::Error> {
+        sqlx::query(&format!(
+            "INSERT INTO steadfast_tasks ({COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        ))
+        .bind(t.task_id.as_str())
+        .bind(t.owner.as_str())
+        .bind(t.job_id)
+        .bind(t.tool.as_str())
+        .bind(t.params.as_str())
+        .bind(i64::from(t.replay))
+        .bind(t.status.as_str())
+        .bind(t.result.as_deref())
+        .bind(t.last_failure.as_deref())
+        .bind(t.sent)
+        .bind(t.answered)
+        .bind(t.ttl_ms)
+        .bind(t.created_at)
+        .bind(t.updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn set_job(&self, task_id: &str, job_id: i64) -> Result<(), sqlx::Error> {
+        sqlx::query("UPDATE steadfast_tasks SET job_id = $1 WHERE task_id = $2")
+            .bind(job_id)
+            .bind(task_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A task that has not expired at `now`.
+    pub async fn get(&self, task_id: &str, now: i64) -> Result<Option<TaskRow>, sqlx::Error> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLS} FROM steadfast_tasks WHERE task_id = $1 AND created_at + ttl_ms > $2"
+        ))
+        .bind(task_id)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// `owner`'s unexpired tasks, oldest first, from `offset`.
+    pub async fn list(
+        &self,
+        owner: &str,
+        now: i64,
+        offset: i64,
+        limit: i64,
+    ) -> Result<Vec<TaskRow>, sqlx::Error> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLS} FROM steadfast_tasks WHERE owner = $1 AND created_at + ttl_ms > $2 \
+             ORDER BY created_at, task_id LIMIT $3 OFFSET $4"
+        ))
+        .bind(owner)
+        .bind(now)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// Tasks still working (the cap on new ones).
+    pub async fn active(&self, now: i64) -> Result<u64, sqlx::Error> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM steadfast_tasks WHERE status = 'working' AND created_at + ttl_ms > $1",
+        )
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Records attempt `attempt` as sent, with the failure the task ends with if no answer is
+    /// ever recorded. Written before the request goes out: after a crash, a row with
+    /// `sent > answered` is a call that may have taken effect.
+    pub async fn mark_sent(
+        &self,
+        task_id: &str,
+        attempt: i64,
+        if_lost: &str,
+        now: i64,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE steadfast_tasks SET sent = $1, last_failure = $2, updated_at = $3 \
+             WHERE task_id = $4 AND status = 'working'",
+        )
+        .bind(attempt)
+        .bind(if_lost)
+        .bind(now)
+        .bind(task_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records a failed attempt's outcome (the task goes on, or ends with `failure`).
+    pub async fn record_failure(
+        &self,
+        task_id: &str,
+        attempt: i64,
+        failure: &str,
+        now: i64,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "UPDATE steadfast_tasks SET answered = $1, last_failure = $2, updated_at = $3 \
+             WHERE task_id = $4 AND status = 'working'",
+        )
+        .bind(attempt)
+        .bind(failure)
+        .bind(now)
+        .bind(task_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Ends a working task; false when it had already ended (cancelled meanwhile).
+    pub async fn finish(
+        &self,
+        task_id: &str,
+        status: &str,
+        result: &str,
+        answered: i64,
+        now: i64,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE steadfast_tasks SET status = $1, result = $2, answered = $3, updated_at = $4 \
+             WHERE task_id = $5 AND status = 'working'",
+        )
+        .bind(status)
+        .bind(result)
+        .bind(answered)
+        .bind(now)
+        .bind(task_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Deletes expired tasks; returns how many.
+    pub async fn purge(&self, now: i64) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query("DELETE FROM steadfast_tasks WHERE created_at + ttl_ms <= $1")
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+fn from_row(r: &AnyRow) -> Result<TaskRow, sqlx::Error> {
+    Ok(TaskRow {
+        task_id: r.try_get("task_id")?,
+        owner: r.try_get("owner")?,
+        job_id: r.try_get("job_id")?,
+        tool: r.try_get("tool")?,
+        params: r.try_get("params")?,
+        replay: r.try_get::<i64, _>("replay")? != 0,
+        status: r.try_get("status")?,
+        result: r.try_get("result")?,
+        last_failure: r.try_get("last_failure")?,
+        sent: r.try_get("sent")?,
+        answered: r.try_get("answered")?,
+        ttl_ms: r.try_get("ttl_ms")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn open() -> (TaskStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        // The job store creates the database and installs the drivers; the table goes next to it.
+        let jobs = steadfast_jobs::Jobs::builder().connect(&url).await.unwrap();
+        (
+            TaskStore::open(jobs.store().pool().clone()).await.unwrap(),
+            dir,
+        )
+    }
+
+    fn row(id: &str, created_at: i64) -> TaskRow {
+        TaskRow {
+            task_id: id.into(),
+            owner: "stdio".into(),
+            job_id: None,
+            tool: "charge".into(),
+            params: "{}".into(),
+            replay: false,
+            status: status::WORKING.into(),
+            result: None,
+            last_failure: None,
+            sent: 0,
+            answered: 0,
+            ttl_ms: 10_000,
+            created_at,
+            updated_at: created_at,
+        }
+    }
+
+    #[tokio::test]
+    async fn sent_marks_terminal_states_and_expiry_on_the_callers_clock() {
+        let (s, _dir) = open().await;
+        rules(&s).await;
+    }
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL: set STEADFAST_TEST_POSTGRES_URL"]
+    async fn the_same_rules_hold_on_postgres() {
+        let url =
+            std::env::var("STEADFAST_TEST_POSTGRES_URL").expect("STEADFAST_TEST_POSTGRES_URL");
+        let schema = format!("tasks_test_{}", std::process::id());
+        let jobs = steadfast_jobs::Jobs::builder()
+            .connect_with(steadfast_jobs::StoreOptions::new(url).schema(schema.clone()))
+            .await
+            .unwrap();
+        let pool = jobs.store().pool().clone();
+        let s = TaskStore::open(pool.clone()).await.unwrap();
+        rules(&s).await;
+        sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+
+    async fn rules(s: &TaskStore) {
+        s.insert(&row("a", 1_000)).await.unwrap();
+        s.insert(&row("b", 5_000)).await.unwrap();
+        assert_eq!(s.active(1_000).await.unwrap(), 2);
+        // Sent, no answer yet: what a crash leaves behind.
+        assert!(s.mark_sent("a", 1, "lost", 2_000).await.unwrap());
+        let a = s.get("a", 2_000).await.unwrap().unwrap();
+        assert_eq!(
+            (a.sent, a.answered, a.last_failure.as_deref()),
+            (1, 0, Some("lost"))
+        );
+        s.record_failure("a", 1, "503", 2_500).await.unwrap();
+        let a = s.get("a", 2_500).await.unwrap().unwrap();
+        assert_eq!(
+            (a.sent, a.answered, a.last_failure.as_deref()),
+            (1, 1, Some("503"))
+        );
+        // Only a working task ends, once; a cancelled one cannot be marked sent again.
+        assert!(
+            s.finish("a", status::CANCELLED, "{}", 1, 3_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !s.finish("a", status::COMPLETED, "{}", 1, 3_000)
+                .await
+                .unwrap()
+        );
+        assert!(!s.mark_sent("a", 2, "lost", 3_000).await.unwrap());
+        assert_eq!(s.active(3_000).await.unwrap(), 1);
+        // Expiry counts from creation: invisible at created + ttl, then purged.
+        assert!(s.get("a", 10_999).await.unwrap().is_some());
+        assert!(s.get("a", 11_000).await.unwrap().is_none());
+        let owners: Vec<String> = s
+            .list("stdio", 11_000, 0, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.task_id)
+            .collect();
+        assert_eq!(owners, ["b"]);
+        assert!(s.list("someone-else", 0, 0, 10).await.unwrap().is_empty());
+        assert_eq!(s.purge(11_000).await.unwrap(), 1);
+        assert_eq!(s.purge(15_000).await.unwrap(), 1);
+    }
+}

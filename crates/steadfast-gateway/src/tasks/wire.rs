@@ -1,0 +1,207 @@
+//! What clients see of a task (MCP 2025-11-25): its `Task` object, derived from the task row
+//! and the state of the job that runs it.
+
+use serde_json::{Value, json};
+use steadfast::{LlmError, LlmErrorCode};
+use steadfast_jobs::{Job, JobState};
+
+use super::store::{TaskRow, status};
+
+/// A task's status as a client sees it, and its result once it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct View {
+    pub status: &'static str,
+    pub message: Option<String>,
+    /// The `CallToolResult` for `tasks/result` (terminal tasks only).
+    pub result: Option<String>,
+}
+
+impl View {
+    pub fn is_terminal(&self) -> bool {
+        status::is_terminal(self.status)
+    }
+}
+
+/// The status of `row`, given its job (`None`: not queued yet, or purged). The row wins when
+/// it is terminal; otherwise the job says whether the call is still being tried.
+pub(crate) fn derive(row: &TaskRow, job: Option<&Job>) -> View {
+    let stored = |s: &'static str| View {
+        status: s,
+        message: row.result.as_deref().and_then(message_of),
+        result: row.result.clone(),
+    };
+    match row.status.as_str() {
+        status::COMPLETED => return stored(status::COMPLETED),
+        status::FAILED => return stored(status::FAILED),
+        status::CANCELLED => return stored(status::CANCELLED),
+        _ => {}
+    }
+    let failed = |result: String| View {
+        status: status::FAILED,
+        message: message_of(&result),
+        result: Some(result),
+    };
+    let Some(job) = job else {
+        if row.job_id.is_none() {
+            return working(Some("queued".to_owned()));
+        }
+        return failed(llm_result(&unknown(&row.tool, "the task's job is gone")));
+    };
+    match job.state {
+        // Gave up: the last attempt's failure is the answer (written before the attempt was
+        // sent, so a call lost with its worker ends as "outcome unknown").
+        JobState::Dead => failed(
+            row.last_failure
+                .clone()
+                .unwrap_or_else(|| llm_result(&unknown(&row.tool, "the call failed"))),
+        ),
+        JobState::Cancelled => View {
+            status: status::CANCELLED,
+            message: Some("cancelled".to_owned()),
+            result: Some(llm_result(&cancelled(&row.tool))),
+        },
+        JobState::Done => failed(llm_result(&unknown(
+            &row.tool,
+            "the call ended without a recorded result",
+        ))),
+        JobState::Running => working(Some(format!("attempt {} running", job.attempts))),
+        _ if job.attempts == 0 => working(Some("queued".to_owned())),
+        _ => working(Some(format!(
+            "attempt {} of {} failed ({}); retry scheduled",
+            job.attempts,
+            job.max_attempts,
+            job.last_error_code.as_deref().unwrap_or("UNKNOWN")
+        ))),
+    }
+}
+
+fn working(message: Option<String>) -> View {
+    View {
+        status: status::WORKING,
+        message,
+        result: None,
+    }
+}
+
+/// The `Task` object.
+pub(crate) fn task_json(row: &TaskRow, view: &View, poll_ms: u64) -> Value {
+    let mut t = json!({
+        "taskId": row.task_id,
+        "status": view.status,
+        "createdAt": iso(row.created_at),
+        "lastUpdatedAt": iso(row.updated_at),
+        "ttl": row.ttl_ms,
+        "pollInterval": poll_ms,
+    });
+    if let Some(m) = &view.message {
+        t["statusMessage"] = Value::String(steadfast::sanitize(m).into_owned());
+    }
+    t
+}
+
+/// A result with the related-task `_meta` the spec asks `tasks/result` to carry.
+pub(crate) fn with_related_task(result: &str, task_id: &str) -> String {
+    let Ok(mut v) = serde_json::from_str::<Value>(result) else {
+        return result.to_owned();
+    };
+    if let Some(o) = v.as_object_mut() {
+        let meta = o.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(m) = meta.as_object_mut() {
+            m.insert(
+                "io.modelcontextprotocol/related-task".to_owned(),
+                json!({ "taskId": task_id }),
+            );
+        }
+    }
+    v.to_string()
+}
+
+/// An `LlmError` as the `isError` result a live call answers with (no 2026 `resultType`, as
+/// in `tool_call`).
+pub(crate) fn llm_result(e: &LlmError) -> String {
+    let mut v = serde_json::to_value(steadfast_mcp::llm_error_result(e)).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("resultType");
+    }
+    v.to_string()
+}
+
+pub(crate) fn unknown(tool: &str, message: &str) -> LlmError {
+    let mut e = LlmError::new(LlmErrorCode::UnknownError).with_tool(tool);
+    e.message = message.to_owned();
+    e
+}
+
+pub(crate) fn cancelled(tool: &str) -> LlmError {
+    LlmError::new(LlmErrorCode::Cancelled).with_tool(tool)
+}
+
+/// A short status message for a terminal result: the `LlmError`'s message, if it is one.
+fn message_of(result: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(result).ok()?;
+    if v.get("isError").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    v.pointer("/structuredContent/message")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// RFC 3339 UTC with milliseconds.
+pub(crate) fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> TaskRow {
+        TaskRow {
+            task_id: "t1".into(),
+            owner: "stdio".into(),
+            job_id: Some(1),
+            tool: "charge".into(),
+            params: "{}".into(),
+            replay: false,
+            status: status::WORKING.into(),
+            result: None,
+            last_failure: None,
+            sent: 0,
+            answered: 0,
+            ttl_ms: 60_000,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_terminal_row_wins_and_a_missing_job_fails_the_task() {
+        let mut r = row();
+        // Not queued yet: working. Queued, and its job gone (purged): failed, not stuck.
+        r.job_id = None;
+        assert_eq!(derive(&r, None).status, "working");
+        r.job_id = Some(1);
+        assert_eq!(derive(&r, None).status, "failed");
+        r.last_failure = Some(llm_result(&unknown("charge", "outcome unknown")));
+        let t = task_json(&r, &derive(&r, None), 500);
+        assert_eq!(
+            (t["ttl"].as_i64(), t["pollInterval"].as_i64()),
+            (Some(60_000), Some(500))
+        );
+        assert_eq!(t["createdAt"], "1970-01-01T00:00:00.000Z");
+        r.status = status::COMPLETED.into();
+        r.result = Some(r#"{"content":[]}"#.into());
+        let v = derive(&r, None);
+        assert_eq!(
+            (v.status, v.result.as_deref()),
+            ("completed", Some(r#"{"content":[]}"#))
+        );
+        assert_eq!(
+            with_related_task(r#"{"content":[]}"#, "t1"),
+            r#"{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t1"}},"content":[]}"#
+        );
+    }
+}
