@@ -130,7 +130,7 @@ struct ToolSettings {
     retry_ambiguous: Option<bool>,
     breaker: Option<BreakerSetting>,
     dependency: Option<String>,
-    /// [tasks] Run calls as durable MCP tasks when the client asks for a task.
+    /// `[tasks]` Run calls as durable MCP tasks when the client asks for a task.
     durable: Option<bool>,
 }
 
@@ -346,7 +346,7 @@ struct RawConfig {
     budget: Option<BudgetConfigBuilder>,
     #[serde(default)]
     tools: BTreeMap<String, ToolSettings>,
-    /// [tasks] Where durable tool calls are kept.
+    /// `[tasks]` Where durable tool calls are kept.
     #[serde(default)]
     tasks: crate::tasks::RawTasks,
 }
@@ -953,7 +953,7 @@ impl Config {
         })
     }
 
-    /// [tasks] Whether any tool may be durable (`durable = true` in the defaults or any tool
+    /// `[tasks]` Whether any tool may be durable (`durable = true` in the defaults or any tool
     /// table): only then is the task store opened.
     pub fn any_durable(&self) -> bool {
         self.defaults.durable == Some(true)

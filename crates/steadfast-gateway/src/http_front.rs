@@ -68,7 +68,7 @@ struct Front {
     sessions: Mutex<HashMap<String, (Arc<Session>, tokio::time::Instant)>>,
     /// Initializes under way: they count against `max_sessions` until answered.
     opening: std::sync::atomic::AtomicUsize,
-    /// [tasks] Durable tool calls, shared by every session (when some tool is durable).
+    /// `[tasks]` Durable tool calls, shared by every session (when some tool is durable).
     durable: Option<Arc<crate::tasks::Durable>>,
 }
 

@@ -37,7 +37,7 @@ pub struct Session {
     /// Upstreams this session waits for, to announce their lists when they come (one watcher
     /// each at most).
     pub(crate) watching: Mutex<std::collections::HashSet<String>>,
-    /// [tasks] Durable tool calls, when the config has durable tools (`crate::tasks`).
+    /// `[tasks]` Durable tool calls, when the config has durable tools (`crate::tasks`).
     pub tasks: crate::tasks::SessionTasks,
     /// Requests in flight by client id: a serial (so a finished task never removes a newer
     /// request that reused its id) and the request's cancellation.

@@ -77,14 +77,19 @@ pub async fn run(
             activity: Arc::default(),
         });
     let params = &params;
-    let keys = steadfast::CallKeys::new()
-        .session(session.id.clone())
-        .tool(name.clone())
-        .upstream(upstream.name.clone());
-    let keys = &keys;
     let limit = tools.call_limit();
     let limit = limit.as_deref();
-    let outcome = ToolCall::new(&name, policy)
+    // Built only when a limit counts them: three strings per call otherwise wasted.
+    let keys = limit.map(|_| {
+        steadfast::CallKeys::new()
+            .session(session.id.clone())
+            .tool(name.clone())
+            .upstream(upstream.name.clone())
+    });
+    let keys = keys.as_ref();
+    // Boxed: the engine's future is large, and this one is moved into a task (and its stages)
+    // several times; a pointer moves cheaply.
+    let outcome = Box::pin(ToolCall::new(&name, policy)
         .replays_ambiguous(replay)
         .breaker(entry.breaker.clone())
         .budget(tools.budget())
@@ -95,7 +100,7 @@ pub async fn run(
                 let route = route.clone();
                 async move {
                     // Every attempt sent counts: a retry is a call.
-                    if let Some(limit) = limit {
+                    if let (Some(limit), Some(keys)) = (limit, keys) {
                         limit.acquire(keys).await.map_err(CallFailure::Limited)?;
                     }
                     let link = upstream.link().await.map_err(CallFailure::NotSent)?;
@@ -146,7 +151,7 @@ pub async fn run(
                     None => Ok(answer),
                 }
             },
-        )
+        ))
         .await;
     // Labelled by name only for tools the upstream lists: made-up names cannot grow the
     // metric's label set.

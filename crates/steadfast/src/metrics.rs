@@ -208,7 +208,7 @@ impl ToolMetrics {
     #[allow(unused_variables)]
     fn facade(&self, name: &'static str, n: u64) {
         #[cfg(feature = "metrics")]
-        metrics::counter!(name, "tool" => self.inner.name.to_string()).increment(n);
+        metrics::counter!(name, "tool" => self.inner.name.clone()).increment(n);
     }
 
     /// The counts now.
