@@ -718,3 +718,6 @@ impl Drop for InFlight {
         }
     }
 }
+
+#[cfg(test)]
+mod routing_tests;
