@@ -140,8 +140,14 @@ impl Client {
                 "too many requests from the server await the client (at most {MAX_SERVER_REQUESTS})"
             ));
         }
-        self.out
-            .push(jsonrpc::request(&ours, method, params.map(RawValue::get)));
+        // Counted against the queue's cap like a notification: a client that does not read
+        // (an HTTP client with no event stream open) cannot make the queue grow without end;
+        // the server hears at once instead.
+        let line = jsonrpc::request(&ours, method, params.map(RawValue::get));
+        if !self.out.push_notification(line) {
+            self.server_requests.remove(&ours);
+            return Err("the client is not taking messages (its queue is full)".to_owned());
+        }
         Ok(())
     }
 

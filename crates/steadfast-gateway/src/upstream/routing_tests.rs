@@ -31,7 +31,11 @@ fn upstream() -> (Arc<Upstream>, Arc<Link>, mpsc::Receiver<Vec<u8>>) {
 }
 
 fn client(up: &Arc<Upstream>) -> Arc<Client> {
-    let c = Client::new(64);
+    client_with_queue(up, 1024)
+}
+
+fn client_with_queue(up: &Arc<Upstream>, max_notifications: usize) -> Arc<Client> {
+    let c = Client::new(max_notifications);
     let mut clients = up.clients.write().unwrap();
     clients.push(Arc::downgrade(&c));
     c
@@ -212,4 +216,25 @@ async fn the_table_is_capped() {
     assert_eq!(answers[0]["id"], "one-too-many");
     assert_eq!(answers[0]["error"]["code"], -32003);
     assert_eq!(a.server_requests_waiting(), 256);
+}
+
+#[tokio::test]
+async fn a_client_that_does_not_read_gets_no_more_than_its_queue_holds() {
+    let (up, link, mut rx) = upstream();
+    let a = client_with_queue(&up, 2);
+    for i in 0..2 {
+        server_asks(&up, &link, &format!("s{i}"), None);
+    }
+    server_asks(&up, &link, "s2", None);
+    let out = sent(&mut rx);
+    let answers = self::answers(&out);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["id"], "s2");
+    assert_eq!(answers[0]["error"]["code"], -32003);
+    assert_eq!(
+        a.server_requests_waiting(),
+        2,
+        "the refused one left no entry"
+    );
+    assert_eq!(a.out.len(), 2);
 }
