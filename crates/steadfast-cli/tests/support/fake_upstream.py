@@ -26,7 +26,8 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
   accept-and-never-answer   (HTTP) reads each request and never answers it
   hang-exchanges            (HTTP) answers initialize and tools/list; every other POST (calls,
                             notifications) is read and never answered until the client
-                            closes the connection, counted as "abandoned"
+                            closes the connection, counted as "abandoned"; a GET stream is
+                            accepted and never written to, its end counted as "streams_closed"
 
 The counter file is JSON: {"starts": n, "methods": {method: n}, "tools": {tool: n},
 "cancelled": n, "answers": n, "stale_answers": n}; "answers" counts the answers to the fake's
@@ -593,6 +594,11 @@ def make_handler(state):
                     time.sleep(0.05)  # bytes, not EOF: a pipelining client; keep waiting
 
         def do_GET(self):
+            if "hang-exchanges" in fake.modes:
+                fake.counter.bump("streams")
+                self.wait_for_disconnect()
+                fake.counter.bump("streams_closed")
+                return
             self.reply(405, None, {"Allow": "POST, DELETE"})
 
         def do_DELETE(self):
