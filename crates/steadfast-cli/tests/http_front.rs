@@ -836,3 +836,47 @@ async fn call_limits_count_retries_per_http_session() {
         "{text}"
     );
 }
+
+// A task's requests go to the session that created it: the server tags an elicitation with
+// the task (MCP 2025-11-25 related-task), and it reaches that session even though another
+// session's call is newer and the creating call has long been answered.
+#[tokio::test]
+async fn a_tasks_server_request_goes_to_the_session_that_created_the_task() {
+    let (f, _c) = front("", &["--mode", "tasks"], "k").await;
+    let a = f.initialize("k").await;
+    let b = f.initialize("k").await;
+    let mut a_events = Events::open(&f, "k", &a).await;
+    let mut b_events = Events::open(&f, "k", &b).await;
+    let create = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "research", "arguments": {"topic": "tides", "ask_after_calls": 2},
+        "task": {"ttl": 60000}}});
+    let (status, _, created) = f.post(Some("k"), Some(&a), None, &create).await;
+    assert_eq!(status, 200, "{created}");
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    // B's call is the second tools/call: the task now asks, while B's call is in flight.
+    let b_call = spawn_call(&f, "k", &b, 4, "hang", json!({}));
+    let req = a_events
+        .next_where(|m| m["method"] == "elicitation/create" && m.get("id").is_some())
+        .await;
+    assert_eq!(
+        req["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task.as_str()
+    );
+    let answer =
+        json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": "accept", "content": {}}});
+    assert_eq!(f.post(Some("k"), Some(&a), None, &answer).await.0, 202);
+    // The answer reached the server: it is the task's result.
+    let result =
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/result", "params": {"taskId": task}});
+    let (status, _, r) = f.post(Some("k"), Some(&a), None, &result).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(ask_text(&r)["result"]["action"], "accept", "{r}");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}});
+    assert_eq!(f.post(Some("k"), Some(&b), None, &cancel).await.0, 202);
+    tokio::time::timeout(ANSWER, b_call).await.unwrap().unwrap();
+    assert_no_server_request(&f, "k", &b, &mut b_events).await;
+}

@@ -9,6 +9,7 @@
 
 mod link;
 mod supervisor;
+mod task_owners;
 
 #[cfg(feature = "http")]
 mod http;
@@ -130,6 +131,9 @@ pub struct Upstream {
     clients: RwLock<Vec<std::sync::Weak<Client>>>,
     /// The client that most recently sent a request here.
     last_active: Mutex<std::sync::Weak<Client>>,
+    /// Which client created each task (MCP 2025-11-25): the server's requests about a task
+    /// carry its id and go to that client.
+    task_owners: task_owners::TaskOwners,
     restarts: AtomicU64,
     /// Consecutive starts that died soon after their handshake (0 while connected).
     failing: std::sync::atomic::AtomicU32,
@@ -164,6 +168,7 @@ impl Upstream {
             listed: RwLock::default(),
             clients: RwLock::default(),
             last_active: Mutex::default(),
+            task_owners: task_owners::TaskOwners::default(),
             restarts: AtomicU64::new(0),
             failing: std::sync::atomic::AtomicU32::new(0),
             started: OnceLock::new(),
@@ -518,7 +523,15 @@ impl Upstream {
                     return;
                 };
                 let reply = match (env.result, env.error) {
-                    (Some(r), _) => Reply::Result(r.get().to_owned()),
+                    (Some(r), _) => {
+                        if let Some(task) = task_owners::created_task(r.get()) {
+                            let origin = self.pending().get(&id).and_then(|p| p.origin.clone());
+                            if let Some(origin) = origin {
+                                self.task_owners.insert(task, origin);
+                            }
+                        }
+                        Reply::Result(r.get().to_owned())
+                    }
                     (_, Some(e)) => Reply::Error(e.get().to_owned()),
                     _ => return,
                 };
@@ -603,7 +616,8 @@ impl Upstream {
             let _ = link.send(jsonrpc::result_response(id, "{}"), None);
             return;
         }
-        match self.route_server_request(related) {
+        let task = env.params.and_then(|p| task_owners::related_task(p.get()));
+        match self.route_server_request(related, task.as_deref()) {
             Ok(client) => {
                 let timeout = self.settings.request_timeout;
                 if let Err(why) =
@@ -619,10 +633,20 @@ impl Upstream {
     }
 
     /// The client a request from the server goes to: the one whose request the server relates
-    /// it to (it came on that request's HTTP answer stream); else the one with the newest
-    /// request in flight here (MCP servers ask while they work on a client's request, and
-    /// stdio carries no relation); else the one that most recently sent a request; else any.
-    fn route_server_request(&self, related: Option<u64>) -> Result<Arc<Client>, &'static str> {
+    /// it to (it came on that request's HTTP answer stream, or it names a task that client
+    /// created); else the one with the newest request in flight here (MCP servers ask while
+    /// they work on a client's request, and stdio carries no relation); else the one that most
+    /// recently sent a request; else any.
+    fn route_server_request(
+        &self,
+        related: Option<u64>,
+        task: Option<&str>,
+    ) -> Result<Arc<Client>, &'static str> {
+        if let Some(owner) = task.and_then(|t| self.task_owners.get(t)) {
+            return owner
+                .upgrade()
+                .ok_or("the client session that created this task has ended");
+        }
         let newest = {
             let pending = self.pending();
             if let Some(origin) = related.and_then(|id| pending.get(&id)?.origin.clone()) {
