@@ -91,7 +91,8 @@ struct Pending {
     progress: Option<ProgressRoute>,
     /// The client whose request this is: a server request the server relates to it (sent on
     /// its HTTP answer stream) goes to that client.
-    origin: Option<std::sync::Weak<Client>>,
+    /// (A client's serial: no reference count is touched per call.)
+    origin: Option<u64>,
     /// Ends the request's HTTP exchange (connect, headers, body) when the entry goes: the
     /// reply came, or whoever waited gave up (its own bound passed, or it was cancelled).
     _exchange: Option<tokio_util::sync::DropGuard>,
@@ -130,7 +131,8 @@ pub struct Upstream {
     listed: RwLock<HashSet<String>>,
     clients: RwLock<Vec<std::sync::Weak<Client>>>,
     /// The client that most recently sent a request here.
-    last_active: Mutex<std::sync::Weak<Client>>,
+    /// Its serial; 0 for none.
+    last_active: AtomicU64,
     /// Which client created each task (MCP 2025-11-25): the server's requests about a task
     /// carry its id and go to that client.
     task_owners: task_owners::TaskOwners,
@@ -167,7 +169,7 @@ impl Upstream {
             annotations: RwLock::default(),
             listed: RwLock::default(),
             clients: RwLock::default(),
-            last_active: Mutex::default(),
+            last_active: AtomicU64::new(0),
             task_owners: task_owners::TaskOwners::default(),
             restarts: AtomicU64::new(0),
             failing: std::sync::atomic::AtomicU32::new(0),
@@ -196,7 +198,7 @@ impl Upstream {
                 clients.push(Arc::downgrade(&client));
             }
         }
-        *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&client);
+        self.last_active.store(client.serial(), Ordering::Relaxed);
         if self.started.set(()).is_ok() {
             tokio::spawn(supervisor::run(self.clone()));
         }
@@ -393,9 +395,9 @@ impl Upstream {
         progress: Option<ProgressRoute>,
         origin: Option<&Arc<Client>>,
     ) -> (InFlight, oneshot::Receiver<Reply>) {
-        let origin = origin.map(Arc::downgrade);
-        if let Some(o) = &origin {
-            *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = o.clone();
+        let origin = origin.map(|c| c.serial());
+        if let Some(o) = origin {
+            self.last_active.store(o, Ordering::Relaxed);
         }
         let id = self.next_id();
         let (tx, rx) = oneshot::channel();
@@ -525,7 +527,7 @@ impl Upstream {
                 let reply = match (env.result, env.error) {
                     (Some(r), _) => {
                         if let Some(task) = task_owners::created_task(r.get()) {
-                            let origin = self.pending().get(&id).and_then(|p| p.origin.clone());
+                            let origin = self.pending().get(&id).and_then(|p| p.origin);
                             if let Some(origin) = origin {
                                 self.task_owners.insert(task, origin);
                             }
@@ -642,35 +644,30 @@ impl Upstream {
         related: Option<u64>,
         task: Option<&str>,
     ) -> Result<Arc<Client>, &'static str> {
+        let live = self.clients();
+        let find = |serial: u64| live.iter().find(|c| c.serial() == serial).cloned();
+        // A related client that is gone: no other session may answer in its name.
         if let Some(owner) = task.and_then(|t| self.task_owners.get(t)) {
-            return owner
-                .upgrade()
-                .ok_or("the client session that created this task has ended");
+            return find(owner).ok_or("the client session that created this task has ended");
         }
-        let newest = {
+        let (related, mut in_flight) = {
             let pending = self.pending();
-            if let Some(origin) = related.and_then(|id| pending.get(&id)?.origin.clone()) {
-                drop(pending);
-                // Its client is gone: no other session may answer in its name.
-                return origin
-                    .upgrade()
-                    .ok_or("the client session this request belongs to has ended");
-            }
-            pending
+            let related = related.and_then(|id| pending.get(&id)?.origin);
+            let in_flight: Vec<(u64, u64)> = pending
                 .iter()
-                .filter_map(|(id, p)| Some((*id, p.origin.as_ref()?.upgrade()?)))
-                .max_by_key(|(id, _)| *id)
-                .map(|(_, c)| c)
+                .filter_map(|(id, p)| Some((*id, p.origin?)))
+                .collect();
+            (related, in_flight)
         };
-        if let Some(c) = newest {
-            return Ok(c);
+        if let Some(origin) = related {
+            return find(origin).ok_or("the client session this request belongs to has ended");
         }
-        let last = self
-            .last_active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .upgrade();
-        last.or_else(|| self.clients().into_iter().next())
+        in_flight.sort_unstable_by_key(|&(id, _)| std::cmp::Reverse(id));
+        in_flight
+            .into_iter()
+            .find_map(|(_, serial)| find(serial))
+            .or_else(|| find(self.last_active.load(Ordering::Relaxed)))
+            .or_else(|| live.first().cloned())
             .ok_or("no client is connected")
     }
 

@@ -3,11 +3,9 @@
 //! MCP 2025-11-25 asks) reach that client, whichever session is busiest at the time.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, Weak};
+use std::sync::Mutex;
 
 use serde_json::Value;
-
-use crate::client::Client;
 
 /// Tasks remembered at once; the oldest is forgotten first (a task's own TTL is the server's).
 const MAX_TASKS: usize = 4096;
@@ -24,12 +22,13 @@ pub(super) struct TaskOwners(Mutex<Owners>);
 
 #[derive(Default)]
 struct Owners {
-    by_task: HashMap<String, Weak<Client>>,
+    by_task: HashMap<String, u64>,
     order: VecDeque<String>,
 }
 
 impl TaskOwners {
-    pub(super) fn insert(&self, task: String, owner: Weak<Client>) {
+    /// Remembers that the client with serial `owner` created `task`.
+    pub(super) fn insert(&self, task: String, owner: u64) {
         let mut o = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if o.by_task.insert(task.clone(), owner).is_none() {
             o.order.push_back(task);
@@ -41,9 +40,10 @@ impl TaskOwners {
         }
     }
 
-    pub(super) fn get(&self, task: &str) -> Option<Weak<Client>> {
+    /// The serial of the client that created `task`.
+    pub(super) fn get(&self, task: &str) -> Option<u64> {
         let o = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        o.by_task.get(task).cloned()
+        o.by_task.get(task).copied()
     }
 }
 
@@ -93,7 +93,7 @@ mod tests {
     fn the_oldest_task_is_forgotten_first() {
         let owners = TaskOwners::default();
         for i in 0..=MAX_TASKS {
-            owners.insert(format!("t{i}"), Weak::new());
+            owners.insert(format!("t{i}"), i as u64);
         }
         assert!(owners.get("t0").is_none());
         assert!(owners.get("t1").is_some());
