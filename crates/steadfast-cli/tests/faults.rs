@@ -558,6 +558,52 @@ async fn hung_http_exchanges_are_closed_at_their_bound() {
     }
 }
 
+// The server's own stream (GET) lives as long as its session: when the session is lost and
+// renewed, the old stream is closed even if the server never wrote to it.
+#[tokio::test]
+async fn a_lost_sessions_hung_event_stream_is_closed() {
+    let counts = Temp::new("counts");
+    let (server, url) = http_fake(&[
+        "--mode",
+        "hang-exchanges",
+        "--mode",
+        "session-loss",
+        "--session-loss-status",
+        "404",
+        "--count-file",
+        counts.path(),
+    ])
+    .await;
+    let (mut p, _c) = http_proxy(&url, "");
+    init(&mut p).await;
+    wait_count(&counts, "streams", 1).await;
+    // The server forgets its sessions (a restart): the next request finds the session gone.
+    let pid = server.pid().unwrap() as i32;
+    // SAFETY: signalling the fake upstream this test started.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    p.call(json!(5), "tools/list", json!({}), ANSWER)
+        .await
+        .expect("tools/list answered");
+    wait_count(&counts, "streams_closed", 1).await;
+    wait_count(&counts, "streams", 2).await;
+}
+
+/// Waits (up to `ANSWER`) until the fake's counter `key` reaches `n`.
+async fn wait_count(counts: &Temp, key: &str, n: u64) {
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    loop {
+        let c = read_counts(&counts.0);
+        if c[key].as_u64().unwrap_or(0) >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{key} never reached {n}: {c}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_brief_http_outage_is_ridden_out() {
     let (mut server, url) = http_fake(&[]).await;

@@ -19,6 +19,8 @@ const ANSWER: Duration = Duration::from_secs(10);
 struct Front {
     _child: Option<tokio::process::Child>,
     url: String,
+    /// The front's stderr lines so far (the process's own copy only).
+    log: Option<std::sync::Arc<std::sync::Mutex<Vec<String>>>>,
 }
 
 /// One HTTP/1.1 exchange over a fresh connection (`Connection: close`), with the headers given:
@@ -100,7 +102,9 @@ async fn front_over(
     if let Some(args) = fake_args {
         cmd.arg("--").args(fake_upstream_command(args));
     }
+    // Info logs: tests wait for "config reloaded" and similar rather than sleep.
     cmd.env("FRONT_TOKEN", token)
+        .env("RUST_LOG", "info")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -117,11 +121,18 @@ async fn front_over(
     })
     .await
     .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = err.next_line().await {
+            sink.lock().unwrap().push(line);
+        }
+    });
     (
         Front {
             _child: Some(child),
             url,
+            log: Some(log),
         },
         file,
     )
@@ -160,6 +171,36 @@ impl Front {
             sid,
             serde_json::from_str(&text).unwrap_or(Value::Null),
         )
+    }
+
+    /// Waits (up to `ANSWER`) until the front has logged a line containing `needle` `n` times.
+    async fn wait_log(&self, needle: &str, n: usize) {
+        let log = self.log.as_ref().expect("the front's own handle");
+        let deadline = tokio::time::Instant::now() + ANSWER;
+        loop {
+            let seen = log
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(needle))
+                .count();
+            if seen >= n {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the front never logged {needle:?} {n} times: {:?}",
+                log.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The parsed `/metrics` text (as the scraper with the token sees it).
+    async fn metrics(&self, token: &str) -> String {
+        let (status, text) = self.get("/metrics", Some(token)).await;
+        assert_eq!(status, 200, "{text}");
+        text
     }
 
     async fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
@@ -220,6 +261,32 @@ async fn tokens_origins_and_unknown_sessions_are_refused() {
         401,
         "wrong token"
     );
+    // Each refusal says how to authenticate (RFC 6750), with no token or a wrong one, on the
+    // MCP endpoint and on /metrics; a token of the right length but wrong bytes too.
+    for (path, auth) in [
+        ("/mcp", None),
+        ("/mcp", Some("Bearer wrong")),
+        ("/mcp", Some("Bearer s3creT")),
+        ("/mcp", Some("Basic czNjcmV0")),
+        ("/metrics", None),
+    ] {
+        let url = f.url.replace("/mcp", path);
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(a) = auth {
+            headers.push(("Authorization", a));
+        }
+        let method = if path == "/mcp" { "POST" } else { "GET" };
+        let (status, h, _) = exchange(method, &url, &headers, &ping.to_string()).await;
+        assert_eq!(status, 401, "{path} {auth:?}");
+        let challenge = h
+            .iter()
+            .find(|(k, _)| k == "www-authenticate")
+            .map(|(_, v)| v.as_str());
+        assert!(
+            challenge.is_some_and(|v| v.starts_with("Bearer")),
+            "{path} {auth:?}: {h:?}"
+        );
+    }
     assert_eq!(
         f.post(Some("s3cret"), None, Some("https://evil.example"), &ping)
             .await
@@ -264,10 +331,28 @@ async fn fifty_sessions_share_one_breaker() {
         "t",
     )
     .await;
-    let mut sessions = Vec::new();
+    // Fifty clients open their sessions at once.
+    let mut opening = tokio::task::JoinSet::new();
     for _ in 0..50 {
-        sessions.push(f.initialize("t").await);
+        let url = f.url.clone();
+        opening.spawn(async move {
+            let f = Front {
+                _child: None,
+                url,
+                log: None,
+            };
+            f.initialize("t").await
+        });
     }
+    let sessions: Vec<String> = opening.join_all().await;
+    assert_eq!(
+        sessions
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        50,
+        "fifty distinct sessions"
+    );
     // Three sessions see the dependency fail: the breaker opens once, for everyone.
     for (i, sid) in sessions.iter().take(3).enumerate() {
         assert_ne!(
@@ -280,7 +365,11 @@ async fn fifty_sessions_share_one_breaker() {
     for (i, sid) in sessions.iter().skip(3).enumerate() {
         let (url, sid) = (f.url.clone(), sid.clone());
         set.spawn(async move {
-            let f = Front { _child: None, url };
+            let f = Front {
+                _child: None,
+                url,
+                log: None,
+            };
             llm_code(&f.call("t", &sid, 100 + i as i64, "flaky").await)
         });
     }
@@ -296,6 +385,32 @@ async fn fifty_sessions_share_one_breaker() {
         after, before,
         "47 sessions failed fast without calling the upstream"
     );
+    // The one breaker is open, and /metrics counts what each session saw.
+    let text = f.metrics("t").await;
+    assert_eq!(
+        sample(&text, "steadfast_breaker_state", "tool=\"flaky\""),
+        Some(2.0),
+        "open: {text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "steadfast_failures_total",
+            "tool=\"flaky\",code=\"CIRCUIT_OPEN\""
+        ),
+        Some(47.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "steadfast_calls_total", "tool=\"flaky\""),
+        Some(50.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "steadfast_sessions", ""),
+        Some(50.0),
+        "{text}"
+    );
 }
 
 /// The value of a Prometheus sample `name{labels}` in a text exposition, if present.
@@ -309,13 +424,15 @@ fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn metrics_count_the_calls_made() {
-    let config =
-        "[defaults]\nretry = { max_attempts = 3, base_delay = \"10ms\", max_delay = \"20ms\" }\n";
+    let config = "[defaults]\nretry = { max_attempts = 3, base_delay = \"10ms\", max_delay = \"20ms\" }\n\
+                  [tools.hang]\nretry = { max_attempts = 2, base_delay = \"10ms\", max_delay = \"20ms\", attempt_timeout = \"200ms\" }\n";
     let (f, _c) = front(config, &["--flaky-failures", "2"], "m").await;
     let sid = f.initialize("m").await;
     for i in 0..4 {
         f.call("m", &sid, 10 + i, "echo").await;
     }
+    // hang: two attempts, each timed out; one failed call.
+    assert_eq!(llm_code(&f.call("m", &sid, 30, "hang").await), "TIMEOUT");
     // flaky: two transient failures absorbed, so one call of three attempts.
     let r = f.call("m", &sid, 20, "flaky").await;
     assert_eq!(r["result"]["isError"], false, "{r}");
@@ -347,6 +464,35 @@ async fn metrics_count_the_calls_made() {
         "{text}"
     );
     assert_eq!(sample(&text, "steadfast_sessions", ""), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, "steadfast_attempts_total", "tool=\"hang\""),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "steadfast_failures_total",
+            "tool=\"hang\",code=\"TIMEOUT\""
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "steadfast_failures_total", "tool=\"echo\""),
+        None,
+        "no echo call failed: {text}"
+    );
+    assert_eq!(
+        sample(&text, "steadfast_requests_in_flight", ""),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "steadfast_upstream_connected", ""),
+        Some(1.0),
+        "{text}"
+    );
     assert!(
         sample(
             &text,
@@ -401,10 +547,19 @@ async fn an_idle_session_ends_and_its_client_must_initialize_again() {
     let sid = f.initialize("i").await;
     let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
     assert_eq!(f.post(Some("i"), Some(&sid), None, &ping).await.0, 200);
-    // Unused for longer than the configured bound (the reaper runs every 250 ms here).
-    tokio::time::sleep(Duration::from_millis(1800)).await;
+    // Unused for longer than the configured bound: the reaper ends it (watched through
+    // /metrics, which does not touch the session).
+    f.wait_log("an idle session ended", 1).await;
+    assert_eq!(
+        sample(&f.metrics("i").await, "steadfast_sessions", ""),
+        Some(0.0)
+    );
     assert_eq!(f.post(Some("i"), Some(&sid), None, &ping).await.0, 404);
-    f.initialize("i").await;
+    // The client initializes again and carries on.
+    let again = f.initialize("i").await;
+    assert_ne!(again, sid);
+    let r = f.call("i", &again, 3, "echo").await;
+    assert_eq!(r["result"]["content"][0]["text"], "hi", "{r}");
 }
 
 #[tokio::test]
@@ -429,8 +584,16 @@ async fn sighup_reloads_the_policies_of_every_session() {
     let pid = f._child.as_ref().and_then(|c| c.id()).unwrap() as i32;
     // SAFETY: signalling our own child process.
     unsafe { libc::kill(pid, libc::SIGHUP) };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    f.wait_log("config reloaded", 1).await;
+    // The same session, the new policy: one failure left upstream, retried to success.
     let r = f.call("r", &sid, 2, "flaky").await;
+    assert_eq!(r["result"]["content"][0]["text"], "flaky succeeded", "{r}");
+    // A broken file is refused with a located error; the session keeps the last good policy.
+    std::fs::write(&cfg.0, "[tools.flaky]\nretry = { max_attempts = 0 }\n").unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    f.wait_log("config not reloaded", 1).await;
+    let r = f.call("r", &sid, 3, "flaky").await;
     assert_eq!(r["result"]["content"][0]["text"], "flaky succeeded", "{r}");
 }
 
@@ -502,7 +665,11 @@ fn spawn_call(
     let (url, token, sid) = (f.url.clone(), token.to_owned(), sid.to_owned());
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}});
     tokio::spawn(async move {
-        let f = Front { _child: None, url };
+        let f = Front {
+            _child: None,
+            url,
+            log: None,
+        };
         let (status, _, v) = f.post(Some(&token), Some(&sid), None, &body).await;
         (status, v)
     })
@@ -688,4 +855,100 @@ async fn a_durable_task_made_in_one_http_session_is_awaited_from_another() {
     for suffix in ["-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.path()));
     }
+}
+
+// Tool-call limits across HTTP sessions: every attempt sent counts (a retry is a call), each
+// session has its own count, and the refusal tells the model not to call again.
+#[tokio::test]
+async fn call_limits_count_retries_per_http_session() {
+    let counts = temp::Temp::new("counts");
+    let config = "[defaults]\nretry = { max_attempts = 3, base_delay = \"10ms\", max_delay = \"20ms\" }\n\
+                  [limits]\nper_session = { max = 3, window = \"1h\" }\n";
+    let (f, _c) = front(
+        config,
+        &["--count-file", counts.path(), "--flaky-failures", "2"],
+        "l",
+    )
+    .await;
+    let a = f.initialize("l").await;
+    let b = f.initialize("l").await;
+    // Two transient failures, then success: three attempts, session A's whole cap.
+    let first = f.call("l", &a, 1, "flaky").await;
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let refused = f.call("l", &a, 2, "echo").await;
+    assert_eq!(llm_code(&refused), "TOOL_CALL_LIMIT", "{refused}");
+    let text = refused
+        .pointer("/result/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap();
+    assert!(text.to_lowercase().contains("do not call"), "{text}");
+    // Session B has its own count.
+    for i in 0..3 {
+        let r = f.call("l", &b, 10 + i, "echo").await;
+        assert_eq!(r["result"]["content"][0]["text"], "hi", "{r}");
+    }
+    assert_eq!(
+        llm_code(&f.call("l", &b, 20, "echo").await),
+        "TOOL_CALL_LIMIT"
+    );
+    let seen = read_counts(&counts.0);
+    assert_eq!(seen["tools"]["flaky"], 3, "{seen}");
+    assert_eq!(
+        seen["tools"]["echo"], 3,
+        "refused calls were not sent: {seen}"
+    );
+    let text = f.metrics("l").await;
+    assert_eq!(
+        sample(
+            &text,
+            "steadfast_failures_total",
+            "tool=\"echo\",code=\"TOOL_CALL_LIMIT\""
+        ),
+        Some(2.0),
+        "{text}"
+    );
+}
+
+// A task's requests go to the session that created it: the server tags an elicitation with
+// the task (MCP 2025-11-25 related-task), and it reaches that session even though another
+// session's call is newer and the creating call has long been answered.
+#[tokio::test]
+async fn a_tasks_server_request_goes_to_the_session_that_created_the_task() {
+    let (f, _c) = front("", &["--mode", "tasks"], "k").await;
+    let a = f.initialize("k").await;
+    let b = f.initialize("k").await;
+    let mut a_events = Events::open(&f, "k", &a).await;
+    let mut b_events = Events::open(&f, "k", &b).await;
+    let create = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "research", "arguments": {"topic": "tides", "ask_after_calls": 2},
+        "task": {"ttl": 60000}}});
+    let (status, _, created) = f.post(Some("k"), Some(&a), None, &create).await;
+    assert_eq!(status, 200, "{created}");
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    // B's call is the second tools/call: the task now asks, while B's call is in flight.
+    let b_call = spawn_call(&f, "k", &b, 4, "hang", json!({}));
+    let req = a_events
+        .next_where(|m| m["method"] == "elicitation/create" && m.get("id").is_some())
+        .await;
+    assert_eq!(
+        req["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task.as_str()
+    );
+    let answer =
+        json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": "accept", "content": {}}});
+    assert_eq!(f.post(Some("k"), Some(&a), None, &answer).await.0, 202);
+    // The answer reached the server: it is the task's result.
+    let result =
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/result", "params": {"taskId": task}});
+    let (status, _, r) = f.post(Some("k"), Some(&a), None, &result).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(ask_text(&r)["result"]["action"], "accept", "{r}");
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}});
+    assert_eq!(f.post(Some("k"), Some(&b), None, &cancel).await.0, 202);
+    tokio::time::timeout(ANSWER, b_call).await.unwrap().unwrap();
+    assert_no_server_request(&f, "k", &b, &mut b_events).await;
 }

@@ -15,8 +15,12 @@ mod server_requests;
 
 use server_requests::{MAX_SERVER_REQUESTS, ServerRequest, ServerRequests};
 
+/// Serials of clients: an upstream remembers a client by it without holding a reference.
+static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
+
 /// One connected client.
 pub struct Client {
+    serial: u64,
     /// What goes to the client.
     pub out: Arc<Outbound>,
     server_requests: ServerRequests,
@@ -38,12 +42,18 @@ impl Client {
     /// A client whose queue holds at most `max_notifications` notifications.
     pub fn new(max_notifications: usize) -> Arc<Self> {
         Arc::new(Self {
+            serial: NEXT_CLIENT.fetch_add(1, Ordering::Relaxed),
             out: Arc::new(Outbound::new(max_notifications)),
             server_requests: ServerRequests::default(),
             next: AtomicU64::new(1),
             waiters: Mutex::default(),
             stream: Mutex::default(),
         })
+    }
+
+    /// This client's serial, unique in the process (never 0).
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// Delivers the response to request `id` (raw JSON): to the front awaiting it, else in
@@ -140,8 +150,14 @@ impl Client {
                 "too many requests from the server await the client (at most {MAX_SERVER_REQUESTS})"
             ));
         }
-        self.out
-            .push(jsonrpc::request(&ours, method, params.map(RawValue::get)));
+        // Counted against the queue's cap like a notification: a client that does not read
+        // (an HTTP client with no event stream open) cannot make the queue grow without end;
+        // the server hears at once instead.
+        let line = jsonrpc::request(&ours, method, params.map(RawValue::get));
+        if !self.out.push_notification(line) {
+            self.server_requests.remove(&ours);
+            return Err("the client is not taking messages (its queue is full)".to_owned());
+        }
         Ok(())
     }
 

@@ -235,9 +235,13 @@ impl Session {
         let routes = self.router.routes();
         let sends = routes.iter().filter_map(|r| {
             let link = r.upstream.live_link()?;
-            let (guard, rx) = r
-                .upstream
-                .call(&link, method, params.map(Params::Raw), None);
+            let (guard, rx) = r.upstream.call_from(
+                &link,
+                method,
+                params.map(Params::Raw),
+                None,
+                Some(&self.client),
+            );
             Some(async move {
                 if tokio::time::timeout(bound, rx).await.is_ok() {
                     guard.finish();
@@ -324,8 +328,13 @@ impl Session {
             let mut cursor: Option<Value> = None;
             for page in 0..MAX_PAGES {
                 let params = cursor.take().map(|c| json!({ "cursor": c }));
-                let (guard, rx) =
-                    upstream.call(&link, method, params.as_ref().map(Params::Value), None);
+                let (guard, rx) = upstream.call_from(
+                    &link,
+                    method,
+                    params.as_ref().map(Params::Value),
+                    None,
+                    Some(&self.client),
+                );
                 let reply = rx
                     .await
                     .unwrap_or_else(|_| Reply::Lost("the request was dropped".to_owned()));

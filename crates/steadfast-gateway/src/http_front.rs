@@ -9,7 +9,8 @@
 //! Security, as the MCP spec asks of HTTP servers: bind to loopback by default; bearer tokens
 //! compared in constant time (401 with `WWW-Authenticate` otherwise); an `Origin` header must
 //! be on the allow-list (403 otherwise: the DNS-rebinding warning); request bodies are capped
-//! at `max_message_size` (413); sessions are capped (503 when full).
+//! at `max_message_size` (413); sessions are capped (503 when full); a connection that does not
+//! send a request's headers within `header_read_timeout` (idle keep-alive ones too) is closed.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -45,6 +46,9 @@ pub struct HttpOptions {
     pub max_sessions: usize,
     /// A session unused this long (and with nothing in flight) is ended.
     pub session_idle: Duration,
+    /// A connection must send a request's headers within this (also when idle between
+    /// requests), so clients that connect and stall cannot hold sockets and tasks for ever.
+    pub header_read_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -55,6 +59,7 @@ impl Default for HttpOptions {
             allowed_origins: Vec::new(),
             max_sessions: 1024,
             session_idle: Duration::from_secs(30 * 60),
+            header_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -135,13 +140,17 @@ pub async fn serve_http(
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let front = front.clone();
+                let header_read_timeout = options.header_read_timeout;
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req| {
                         let front = front.clone();
                         async move { Ok::<_, Infallible>(front.handle(req).await) }
                     });
                     let io = hyper_util::rt::TokioIo::new(stream);
+                    // hyper enforces its header read timeout only with a timer.
                     let _ = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(header_read_timeout)
                         .serve_connection(io, svc)
                         .await;
                 });

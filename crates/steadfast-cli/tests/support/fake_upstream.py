@@ -26,7 +26,8 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
   accept-and-never-answer   (HTTP) reads each request and never answers it
   hang-exchanges            (HTTP) answers initialize and tools/list; every other POST (calls,
                             notifications) is read and never answered until the client
-                            closes the connection, counted as "abandoned"
+                            closes the connection, counted as "abandoned"; a GET stream is
+                            accepted and never written to, its end counted as "streams_closed"
 
 The counter file is JSON: {"starts": n, "methods": {method: n}, "tools": {tool: n},
 "cancelled": n, "answers": n, "stale_answers": n}; "answers" counts the answers to the fake's
@@ -110,8 +111,10 @@ TOOLS = [
 
 TASK_TOOL = tool(
     "research",
-    "A long job that must run as a task; its result is ready after --task-seconds.",
-    {"topic": {"type": "string"}},
+    "A long job that must run as a task; its result is ready after --task-seconds. With "
+    "`ask_after_calls`, it asks the client (elicitation tagged with the task) once that many "
+    "tools/call requests have arrived, and its result is the answer.",
+    {"topic": {"type": "string"}, "ask_after_calls": {"type": "integer"}},
     None,
     {"readOnlyHint": True},
     {"taskSupport": "required"},
@@ -429,8 +432,21 @@ class Fake:
         with self.tasks_lock:
             self.tasks[task.id] = task
 
+        ask_after = (params.get("arguments") or {}).get("ask_after_calls")
+
         def work():
-            if not task.done.wait(task.seconds):
+            if ask_after is not None:
+                # Input needed while the task runs: an elicitation tagged with the task, sent
+                # once that many tools/call requests have arrived (its answer is the result).
+                related = {"io.modelcontextprotocol/related-task": {"taskId": task.id}}
+                answer = self.ask({"method": "elicitation/create", "after_calls": ask_after,
+                                   "wait_s": 10,
+                                   "params": {"message": f"go on researching {topic}?",
+                                              "requestedSchema": {"type": "object",
+                                                                  "properties": {}},
+                                              "_meta": related}}, emit)
+                task.finish("completed", answer)
+            elif not task.done.wait(task.seconds):
                 task.finish("completed", text_result(f"findings on {topic}"))
             # Status changes may be announced; requestors must not rely on it.
             emit([{"jsonrpc": "2.0", "method": "notifications/tasks/status",
@@ -597,6 +613,11 @@ def make_handler(state):
                     time.sleep(0.05)  # bytes, not EOF: a pipelining client; keep waiting
 
         def do_GET(self):
+            if "hang-exchanges" in fake.modes:
+                fake.counter.bump("streams")
+                self.wait_for_disconnect()
+                fake.counter.bump("streams_closed")
+                return
             self.reply(405, None, {"Allow": "POST, DELETE"})
 
         def do_DELETE(self):

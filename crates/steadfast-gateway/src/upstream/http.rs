@@ -93,7 +93,15 @@ pub(super) fn initialized(link: &Arc<Link>, result: &str) {
             *s.protocol.write().unwrap_or_else(|e| e.into_inner()) = Some(p.to_owned());
         }
     }
-    tokio::spawn(s.clone().listen());
+    // The stream lives as long as the connection: a server that hangs it (no headers, no
+    // events) leaves no task behind after a restart.
+    let (s, link) = (s.clone(), link.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = s.listen() => {}
+            _ = link.closed() => {}
+        }
+    });
 }
 
 /// Why the connection ended.

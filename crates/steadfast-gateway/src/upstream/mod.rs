@@ -9,6 +9,7 @@
 
 mod link;
 mod supervisor;
+mod task_owners;
 
 #[cfg(feature = "http")]
 mod http;
@@ -90,7 +91,8 @@ struct Pending {
     progress: Option<ProgressRoute>,
     /// The client whose request this is: a server request the server relates to it (sent on
     /// its HTTP answer stream) goes to that client.
-    origin: Option<std::sync::Weak<Client>>,
+    /// (A client's serial: no reference count is touched per call.)
+    origin: Option<u64>,
     /// Ends the request's HTTP exchange (connect, headers, body) when the entry goes: the
     /// reply came, or whoever waited gave up (its own bound passed, or it was cancelled).
     _exchange: Option<tokio_util::sync::DropGuard>,
@@ -129,7 +131,11 @@ pub struct Upstream {
     listed: RwLock<HashSet<String>>,
     clients: RwLock<Vec<std::sync::Weak<Client>>>,
     /// The client that most recently sent a request here.
-    last_active: Mutex<std::sync::Weak<Client>>,
+    /// Its serial; 0 for none.
+    last_active: AtomicU64,
+    /// Which client created each task (MCP 2025-11-25): the server's requests about a task
+    /// carry its id and go to that client.
+    task_owners: task_owners::TaskOwners,
     restarts: AtomicU64,
     /// Consecutive starts that died soon after their handshake (0 while connected).
     failing: std::sync::atomic::AtomicU32,
@@ -163,7 +169,8 @@ impl Upstream {
             annotations: RwLock::default(),
             listed: RwLock::default(),
             clients: RwLock::default(),
-            last_active: Mutex::default(),
+            last_active: AtomicU64::new(0),
+            task_owners: task_owners::TaskOwners::default(),
             restarts: AtomicU64::new(0),
             failing: std::sync::atomic::AtomicU32::new(0),
             started: OnceLock::new(),
@@ -196,7 +203,7 @@ impl Upstream {
                 clients.push(Arc::downgrade(&client));
             }
         }
-        *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&client);
+        self.last_active.store(client.serial(), Ordering::Relaxed);
         if self.started.set(()).is_ok() {
             tokio::spawn(supervisor::run(self.clone()));
         }
@@ -416,9 +423,9 @@ impl Upstream {
         progress: Option<ProgressRoute>,
         origin: Option<&Arc<Client>>,
     ) -> (InFlight, oneshot::Receiver<Reply>) {
-        let origin = origin.map(Arc::downgrade);
-        if let Some(o) = &origin {
-            *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = o.clone();
+        let origin = origin.map(|c| c.serial());
+        if let Some(o) = origin {
+            self.last_active.store(o, Ordering::Relaxed);
         }
         let id = self.next_id();
         let (tx, rx) = oneshot::channel();
@@ -546,7 +553,15 @@ impl Upstream {
                     return;
                 };
                 let reply = match (env.result, env.error) {
-                    (Some(r), _) => Reply::Result(r.get().to_owned()),
+                    (Some(r), _) => {
+                        if let Some(task) = task_owners::created_task(r.get()) {
+                            let origin = self.pending().get(&id).and_then(|p| p.origin);
+                            if let Some(origin) = origin {
+                                self.task_owners.insert(task, origin);
+                            }
+                        }
+                        Reply::Result(r.get().to_owned())
+                    }
                     (_, Some(e)) => Reply::Error(e.get().to_owned()),
                     _ => return,
                 };
@@ -631,7 +646,8 @@ impl Upstream {
             let _ = link.send(jsonrpc::result_response(id, "{}"), None);
             return;
         }
-        match self.route_server_request(related) {
+        let task = env.params.and_then(|p| task_owners::related_task(p.get()));
+        match self.route_server_request(related, task.as_deref()) {
             Ok(client) => {
                 let timeout = self.settings.request_timeout;
                 if let Err(why) =
@@ -647,34 +663,39 @@ impl Upstream {
     }
 
     /// The client a request from the server goes to: the one whose request the server relates
-    /// it to (it came on that request's HTTP answer stream); else the one with the newest
-    /// request in flight here (MCP servers ask while they work on a client's request, and
-    /// stdio carries no relation); else the one that most recently sent a request; else any.
-    fn route_server_request(&self, related: Option<u64>) -> Result<Arc<Client>, &'static str> {
-        let newest = {
-            let pending = self.pending();
-            if let Some(origin) = related.and_then(|id| pending.get(&id)?.origin.clone()) {
-                drop(pending);
-                // Its client is gone: no other session may answer in its name.
-                return origin
-                    .upgrade()
-                    .ok_or("the client session this request belongs to has ended");
-            }
-            pending
-                .iter()
-                .filter_map(|(id, p)| Some((*id, p.origin.as_ref()?.upgrade()?)))
-                .max_by_key(|(id, _)| *id)
-                .map(|(_, c)| c)
-        };
-        if let Some(c) = newest {
-            return Ok(c);
+    /// it to (it came on that request's HTTP answer stream, or it names a task that client
+    /// created); else the one with the newest request in flight here (MCP servers ask while
+    /// they work on a client's request, and stdio carries no relation); else the one that most
+    /// recently sent a request; else any.
+    fn route_server_request(
+        &self,
+        related: Option<u64>,
+        task: Option<&str>,
+    ) -> Result<Arc<Client>, &'static str> {
+        let live = self.clients();
+        let find = |serial: u64| live.iter().find(|c| c.serial() == serial).cloned();
+        // A related client that is gone: no other session may answer in its name.
+        if let Some(owner) = task.and_then(|t| self.task_owners.get(t)) {
+            return find(owner).ok_or("the client session that created this task has ended");
         }
-        let last = self
-            .last_active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .upgrade();
-        last.or_else(|| self.clients().into_iter().next())
+        let (related, mut in_flight) = {
+            let pending = self.pending();
+            let related = related.and_then(|id| pending.get(&id)?.origin);
+            let in_flight: Vec<(u64, u64)> = pending
+                .iter()
+                .filter_map(|(id, p)| Some((*id, p.origin?)))
+                .collect();
+            (related, in_flight)
+        };
+        if let Some(origin) = related {
+            return find(origin).ok_or("the client session this request belongs to has ended");
+        }
+        in_flight.sort_unstable_by_key(|&(id, _)| std::cmp::Reverse(id));
+        in_flight
+            .into_iter()
+            .find_map(|(_, serial)| find(serial))
+            .or_else(|| find(self.last_active.load(Ordering::Relaxed)))
+            .or_else(|| live.first().cloned())
             .ok_or("no client is connected")
     }
 
@@ -746,3 +767,6 @@ impl Drop for InFlight {
         }
     }
 }
+
+#[cfg(test)]
+mod routing_tests;
