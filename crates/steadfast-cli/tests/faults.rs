@@ -581,6 +581,7 @@ async fn a_lost_sessions_hung_event_stream_is_closed() {
     let pid = server.pid().unwrap() as i32;
     // SAFETY: signalling the fake upstream this test started.
     unsafe { libc::kill(pid, libc::SIGUSR1) };
+    wait_count(&counts, "forgotten", 1).await;
     p.call(json!(5), "tools/list", json!({}), ANSWER)
         .await
         .expect("tools/list answered");

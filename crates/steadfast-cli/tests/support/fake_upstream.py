@@ -564,6 +564,8 @@ class HttpState:
     def forget_sessions(self):
         with self.lock:
             self.sessions.clear()
+        # Tests wait for this before their next request: the signal is handled asynchronously.
+        self.fake.counter.bump("forgotten")
 
 
 def make_handler(state):
