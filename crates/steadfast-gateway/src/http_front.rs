@@ -688,3 +688,24 @@ fn random_u128() -> u128 {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::accepts_sse;
+    use hyper::header::HeaderValue;
+
+    fn sse(accept: &'static str) -> bool {
+        accepts_sse(Some(&HeaderValue::from_static(accept)))
+    }
+
+    #[test]
+    fn streams_only_for_clients_that_list_event_streams() {
+        assert!(sse("application/json, text/event-stream"));
+        assert!(sse("text/event-stream;q=0.5 , application/json"));
+        assert!(sse("Text/Event-Stream"));
+        assert!(!sse("application/json"));
+        assert!(!sse("*/*"), "curl's default gets JSON");
+        assert!(!sse("application/json, text/event-stream; q=0"));
+        assert!(!accepts_sse(None));
+    }
+}
