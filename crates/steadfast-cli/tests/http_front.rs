@@ -79,7 +79,8 @@ async fn front_with(
     front_over(config, flags, Some(fake_args), token).await
 }
 
-/// The front over the fake upstream on stdio (`fake_args`), or over the config's upstream.
+/// The front over the fake upstream on stdio (`fake_args`), or over the config's upstream;
+/// with `token` as its one bearer token (none when empty: it listens on loopback).
 async fn front_over(
     config: &str,
     flags: &[&str],
@@ -89,16 +90,12 @@ async fn front_over(
     let file = temp::Temp::new("http-front");
     std::fs::write(&file.0, config).unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
-    cmd.args([
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--token-env",
-        "FRONT_TOKEN",
-        "--config",
-    ])
-    .arg(&file.0)
-    .args(flags);
+    cmd.args(["proxy", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&file.0)
+        .args(flags);
+    if !token.is_empty() {
+        cmd.args(["--token-env", "FRONT_TOKEN"]);
+    }
     if let Some(args) = fake_args {
         cmd.arg("--").args(fake_upstream_command(args));
     }
@@ -1146,4 +1143,35 @@ async fn a_client_that_leaves_its_posts_stream_cancels_the_call() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+// The Python MCP SDK's own streamable-HTTP client reads progress and answers the server's
+// request when the front answers its calls as streams of events.
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK (STEADFAST_TEST_MCP_PYTHON): run scripts/tasks-sdk.sh --install"]
+async fn the_python_sdk_reads_progress_and_answers_roots_on_its_calls_streams() {
+    let Ok(python) = std::env::var("STEADFAST_TEST_MCP_PYTHON") else {
+        panic!("set STEADFAST_TEST_MCP_PYTHON to a python with the mcp SDK (scripts/tasks-sdk.sh)");
+    };
+    let (f, _c) = front("", &[], "").await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sdk_stream_client.py");
+    let run = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&f.url)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the SDK client ends within its own bound")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seen: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(seen["progress"], json!([1.0, 2.0, 3.0]), "{seen}");
+    assert_eq!(seen["slow"], "slept 0.3s", "{seen}");
+    assert_eq!(seen["roots_asked"], 1, "{seen}");
+    let ask: Value = serde_json::from_str(seen["ask"].as_str().unwrap()).unwrap();
+    assert_eq!(ask["result"]["roots"][0]["uri"], "file:///sdk", "{seen}");
 }

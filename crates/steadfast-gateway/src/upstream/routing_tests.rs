@@ -272,7 +272,8 @@ async fn related_messages_go_on_the_requests_stream_while_it_is_open() {
     server_asks(&up, &link, "s1", related);
     let log = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
     from_server(&up, &link, log, related);
-    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s1"}}"#;
+    let cancel =
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s1"}}"#;
     from_server(&up, &link, cancel, related);
     let on_stream = drain(&stream);
     let methods: Vec<&str> = on_stream
@@ -290,7 +291,10 @@ async fn related_messages_go_on_the_requests_stream_while_it_is_open() {
     assert!(queued(&a).is_empty(), "nothing on the session's queue");
     assert!(queued(&b).is_empty(), "a related log is not broadcast");
     // The response ends the stream; what comes after goes to the session's queue.
-    a.respond("1", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec());
+    a.respond(
+        "1",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec(),
+    );
     assert_eq!(drain(&stream).len(), 1, "the response, last");
     assert!(stream.is_finished());
     server_asks(&up, &link, "s2", related);
@@ -322,6 +326,9 @@ async fn a_full_request_stream_refuses_the_servers_request_at_once() {
     let answers = self::answers(&sent);
     assert_eq!(answers.len(), 1, "{answers:?}");
     assert_eq!(answers[0]["id"], "s2");
-    assert_eq!(answers[0]["error"]["code"], crate::jsonrpc::code::OVERLOADED);
+    assert_eq!(
+        answers[0]["error"]["code"],
+        crate::jsonrpc::code::OVERLOADED
+    );
     assert_eq!(a.server_requests_waiting(), 1);
 }
