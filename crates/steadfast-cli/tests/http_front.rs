@@ -1019,10 +1019,13 @@ async fn a_tasks_server_request_goes_to_the_session_that_created_the_task() {
     assert_no_server_request(&f, "k", &b, &mut b_events).await;
 }
 
-/// The fake upstream as a streamable-HTTP server: the process (killed on drop) and its URL.
-async fn http_fake() -> (tokio::process::Child, String) {
+/// The fake upstream as a streamable-HTTP server (with `args`): the process (killed on drop)
+/// and its URL.
+async fn http_fake(args: &[&str]) -> (tokio::process::Child, String) {
+    let mut all = vec!["--http", "0"];
+    all.extend_from_slice(args);
     let mut server = tokio::process::Command::new("python3")
-        .args(fake_upstream_command(&["--http", "0"]).iter().skip(1))
+        .args(fake_upstream_command(&all).iter().skip(1))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -1089,7 +1092,7 @@ async fn progress_arrives_on_the_posts_stream_with_no_event_stream_open() {
 // (the request came on the call's answer stream).
 #[tokio::test]
 async fn a_server_request_is_answered_by_a_client_with_only_the_posts_stream() {
-    let (_server, upstream) = http_fake().await;
+    let (_server, upstream) = http_fake(&[]).await;
     let over_http = format!("[upstream]\nurl = \"{upstream}\"\n");
     for (label, config, fake) in [
         ("stdio", String::new(), Some(&[][..])),
@@ -1174,4 +1177,40 @@ async fn the_python_sdk_reads_progress_and_answers_roots_on_its_calls_streams() 
     assert_eq!(seen["roots_asked"], 1, "{seen}");
     let ask: Value = serde_json::from_str(seen["ask"].as_str().unwrap()).unwrap();
     assert_eq!(ask["result"]["roots"][0]["uri"], "file:///sdk", "{seen}");
+}
+
+// Logs an HTTP server sends on a call's answer stream are that call's: they reach its client on
+// the call's own stream, and no other session.
+#[tokio::test]
+async fn an_http_servers_logs_about_a_call_go_to_that_calls_stream_only() {
+    let (_server, upstream) = http_fake(&["--mode", "log-flood", "--flood", "3"]).await;
+    let config = format!("[upstream]\nurl = \"{upstream}\"\n");
+    let (f, _c) = front_over(&config, &[], None, "g").await;
+    let a = f.initialize("g").await;
+    let b = f.initialize("g").await;
+    let mut b_events = Events::open(&f, "g", &b).await;
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "logged"}}});
+    let mut answer = Events::post(&f, "g", &a, &call).await;
+    let (r, before) = answer.next_after(|m| m["id"] == 3).await;
+    assert_eq!(r["result"]["content"][0]["text"], "logged", "{r}");
+    let logs = |ms: &[Value]| {
+        ms.iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count()
+    };
+    assert_eq!(logs(&before), 3, "{before:?}");
+    // B's own call logs three lines on B's event stream (B takes only JSON); A's are not there.
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"seconds": 0.05, "steps": 1}, "_meta": {"progressToken": "mark"}}});
+    let (status, _, _, r) = f
+        .post_accepting(JSON_ONLY, Some("g"), Some(&b), None, &body)
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let (_, before) = b_events
+        .next_after(|m| {
+            m["method"] == "notifications/progress" && m["params"]["progressToken"] == "mark"
+        })
+        .await;
+    assert_eq!(logs(&before), 3, "only B's own: {before:?}");
 }
