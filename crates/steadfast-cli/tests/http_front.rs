@@ -1214,3 +1214,51 @@ async fn an_http_servers_logs_about_a_call_go_to_that_calls_stream_only() {
         .await;
     assert_eq!(logs(&before), 3, "only B's own: {before:?}");
 }
+
+// A client that goes away before anything of its call's answer came cancels the call too,
+// whether it would have got a stream or JSON.
+#[tokio::test]
+async fn a_client_that_leaves_before_the_answer_cancels_the_call() {
+    use tokio::io::AsyncWriteExt;
+    let counts = temp::Temp::new("counts");
+    let (f, _c) = front("", &["--count-file", counts.path()], "e").await;
+    let sid = f.initialize("e").await;
+    let authority = f
+        .url
+        .strip_prefix("http://")
+        .unwrap()
+        .split_once('/')
+        .unwrap()
+        .0;
+    for (n, accept) in [(1u64, ACCEPT_BOTH), (2, JSON_ONLY)] {
+        let call = json!({"jsonrpc": "2.0", "id": 20 + n, "method": "tools/call", "params": {
+            "name": "slow", "arguments": {"seconds": 30, "steps": 1}}})
+        .to_string();
+        let mut conn = tokio::net::TcpStream::connect(authority).await.unwrap();
+        let post = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: {accept}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\
+             Authorization: Bearer e\r\nMcp-Session-Id: {sid}\r\n\r\n{call}",
+            call.len()
+        );
+        conn.write_all(post.as_bytes()).await.unwrap();
+        let seen = |key: &str| read_counts(&counts.0).pointer(key).and_then(Value::as_u64);
+        let deadline = tokio::time::Instant::now() + ANSWER;
+        while seen("/tools/slow") != Some(n) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the call never arrived"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(conn);
+        while seen("/cancelled") != Some(n) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{accept}: the call was never cancelled upstream: {}",
+                read_counts(&counts.0)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

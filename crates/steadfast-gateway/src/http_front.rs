@@ -264,7 +264,8 @@ fn json_response(line: Vec<u8>) -> Response<Body> {
 /// this only keeps a lost answer from holding the connection for ever.
 const ANSWER_BOUND: Duration = Duration::from_secs(600);
 
-/// Cancels the client's request when dropped armed: its POST went away before the answer.
+/// Cancels the client's request when dropped armed: its POST went away before the answer
+/// (hyper drops the handler's future, or the stream's body, when the connection closes).
 struct CancelUnlessAnswered {
     session: Arc<Session>,
     id: String,
@@ -509,17 +510,17 @@ impl Front {
         let Some((id, rx)) = waiting else {
             return full(StatusCode::ACCEPTED, "");
         };
-        // If the client goes away (hyper drops this future), nobody waits any more.
-        struct Forget<'a>(&'a Client, &'a str);
-        impl Drop for Forget<'_> {
-            fn drop(&mut self) {
-                self.0.forget_response(self.1);
-            }
-        }
-        let _forget = Forget(&session.client, &id);
+        // If the client goes away (hyper drops this future), the request is cancelled, as on
+        // a stream (see `post_stream`): nobody could receive its answer.
+        let mut guard = CancelUnlessAnswered {
+            session: session.clone(),
+            id,
+            armed: true,
+        };
         let answer = tokio::time::timeout(ANSWER_BOUND, rx).await;
+        guard.disarm();
         let Ok(Ok(line)) = answer else {
-            session.client.forget_response(&id);
+            session.client.forget_response(&guard.id);
             return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
         };
         // A session whose initialize failed is not kept: it would hold a slot for nothing.
