@@ -79,7 +79,8 @@ async fn front_with(
     front_over(config, flags, Some(fake_args), token).await
 }
 
-/// The front over the fake upstream on stdio (`fake_args`), or over the config's upstream.
+/// The front over the fake upstream on stdio (`fake_args`), or over the config's upstream;
+/// with `token` as its one bearer token (none when empty: it listens on loopback).
 async fn front_over(
     config: &str,
     flags: &[&str],
@@ -89,16 +90,12 @@ async fn front_over(
     let file = temp::Temp::new("http-front");
     std::fs::write(&file.0, config).unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
-    cmd.args([
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--token-env",
-        "FRONT_TOKEN",
-        "--config",
-    ])
-    .arg(&file.0)
-    .args(flags);
+    cmd.args(["proxy", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&file.0)
+        .args(flags);
+    if !token.is_empty() {
+        cmd.args(["--token-env", "FRONT_TOKEN"]);
+    }
     if let Some(args) = fake_args {
         cmd.arg("--").args(fake_upstream_command(args));
     }
@@ -138,7 +135,23 @@ async fn front_over(
     )
 }
 
+/// What a client that follows the spec accepts.
+const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+/// What a client that takes only JSON answers accepts: messages related to its requests come
+/// on its session's event stream.
+const JSON_ONLY: &str = "application/json";
+
+/// The messages in a body of server-sent events.
+fn sse_messages(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect()
+}
+
 impl Front {
+    /// POSTs `body` as a client that accepts both JSON and streams: the answer (a stream's
+    /// last message when it is a stream).
     async fn post(
         &self,
         token: Option<&str>,
@@ -146,11 +159,24 @@ impl Front {
         origin: Option<&str>,
         body: &Value,
     ) -> (u16, Option<String>, Value) {
+        let (status, sid, _, answer) = self
+            .post_accepting(ACCEPT_BOTH, token, session, origin, body)
+            .await;
+        (status, sid, answer)
+    }
+
+    /// POSTs `body` with `Accept: accept`: (status, session id, content type, the answer —
+    /// for a stream, its last message).
+    async fn post_accepting(
+        &self,
+        accept: &str,
+        token: Option<&str>,
+        session: Option<&str>,
+        origin: Option<&str>,
+        body: &Value,
+    ) -> (u16, Option<String>, String, Value) {
         let auth = token.map(|t| format!("Bearer {t}"));
-        let mut headers = vec![
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json, text/event-stream"),
-        ];
+        let mut headers = vec![("Content-Type", "application/json"), ("Accept", accept)];
         if let Some(a) = &auth {
             headers.push(("Authorization", a));
         }
@@ -162,15 +188,19 @@ impl Front {
         }
         let (status, headers, text) =
             exchange("POST", &self.url, &headers, &body.to_string()).await;
-        let sid = headers
-            .iter()
-            .find(|(k, _)| k == "mcp-session-id")
-            .map(|(_, v)| v.clone());
-        (
-            status,
-            sid,
-            serde_json::from_str(&text).unwrap_or(Value::Null),
-        )
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let kind = header("content-type").unwrap_or_default();
+        let answer = if kind == "text/event-stream" {
+            sse_messages(&text).pop().unwrap_or(Value::Null)
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::Null)
+        };
+        (status, header("mcp-session-id"), kind, answer)
     }
 
     /// Waits (up to `ANSWER`) until the front has logged a line containing `needle` `n` times.
@@ -520,12 +550,17 @@ async fn progress_reaches_a_session_on_its_event_stream() {
          Authorization: Bearer p\r\nMcp-Session-Id: {sid}\r\n\r\n"
     );
     stream.write_all(get.as_bytes()).await.unwrap();
-    // A slow call asking for progress: the result comes in the POST, progress on the stream.
+    // A slow call asking for progress from a client that takes only JSON: the result comes
+    // in the POST, progress on the session's stream.
     let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
         "name": "slow", "arguments": {"seconds": 0.3, "steps": 3},
         "_meta": {"progressToken": "tok-1"}}});
-    let (status, _, body) = f.post(Some("p"), Some(&sid), None, &call).await;
+    let (status, _, kind, body) = f
+        .post_accepting(JSON_ONLY, Some("p"), Some(&sid), None, &call)
+        .await;
     assert_eq!(status, 200, "{body}");
+    assert_eq!(kind, "application/json");
+    assert_eq!(body["result"]["content"][0]["type"], "text", "{body}");
     let mut seen = String::new();
     let mut buf = [0u8; 4096];
     let deadline = tokio::time::Instant::now() + ANSWER;
@@ -597,13 +632,36 @@ async fn sighup_reloads_the_policies_of_every_session() {
     assert_eq!(r["result"]["content"][0]["text"], "flaky succeeded", "{r}");
 }
 
-/// A session's event stream (`GET /mcp`), read message by message.
+/// A session's event stream (`GET /mcp`), or the answer to one POST, read message by message.
 struct Events {
     stream: tokio::net::TcpStream,
     buf: String,
+    /// Everything read so far, the HTTP head included.
+    raw: String,
 }
 
 impl Events {
+    /// POSTs `body` as a client that accepts streams, and reads its answer as it comes.
+    async fn post(f: &Front, token: &str, sid: &str, body: &Value) -> Self {
+        use tokio::io::AsyncWriteExt;
+        let rest = f.url.strip_prefix("http://").unwrap();
+        let (authority, path) = rest.split_once('/').unwrap();
+        let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+        let body = body.to_string();
+        let post = format!(
+            "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nAccept: {ACCEPT_BOTH}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\
+             Authorization: Bearer {token}\r\nMcp-Session-Id: {sid}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(post.as_bytes()).await.unwrap();
+        Self {
+            stream,
+            buf: String::new(),
+            raw: String::new(),
+        }
+    }
+
     async fn open(f: &Front, token: &str, sid: &str) -> Self {
         use tokio::io::AsyncWriteExt;
         let rest = f.url.strip_prefix("http://").unwrap();
@@ -617,6 +675,7 @@ impl Events {
         Self {
             stream,
             buf: String::new(),
+            raw: String::new(),
         }
     }
 
@@ -647,13 +706,16 @@ impl Events {
                 .await
                 .expect("a matching message on the event stream in time")
                 .unwrap();
-            assert!(n > 0, "the event stream closed: {}", self.buf);
-            self.buf.push_str(&String::from_utf8_lossy(&chunk[..n]));
+            assert!(n > 0, "the event stream closed: {}", self.raw);
+            let text = String::from_utf8_lossy(&chunk[..n]);
+            self.buf.push_str(&text);
+            self.raw.push_str(&text);
         }
     }
 }
 
-/// Starts `tools/call NAME ARGS` in session `sid` (its POST answers when the call ends).
+/// Starts `tools/call NAME ARGS` in session `sid` (its POST answers when the call ends) as a
+/// client that takes only JSON, so the server's requests come on the session's event stream.
 fn spawn_call(
     f: &Front,
     token: &str,
@@ -670,7 +732,9 @@ fn spawn_call(
             url,
             log: None,
         };
-        let (status, _, v) = f.post(Some(&token), Some(&sid), None, &body).await;
+        let (status, _, _, v) = f
+            .post_accepting(JSON_ONLY, Some(&token), Some(&sid), None, &body)
+            .await;
         (status, v)
     })
 }
@@ -688,7 +752,9 @@ fn ask_text(r: &Value) -> Value {
 async fn assert_no_server_request(f: &Front, token: &str, sid: &str, events: &mut Events) {
     let body = json!({"jsonrpc": "2.0", "id": 90, "method": "tools/call", "params": {
         "name": "slow", "arguments": {"seconds": 0.05, "steps": 1}, "_meta": {"progressToken": "mark"}}});
-    let (status, _, r) = f.post(Some(token), Some(sid), None, &body).await;
+    let (status, _, _, r) = f
+        .post_accepting(JSON_ONLY, Some(token), Some(sid), None, &body)
+        .await;
     assert_eq!(status, 200, "{r}");
     let (_, before) = events
         .next_after(|m| {
@@ -951,4 +1017,248 @@ async fn a_tasks_server_request_goes_to_the_session_that_created_the_task() {
     assert_eq!(f.post(Some("k"), Some(&b), None, &cancel).await.0, 202);
     tokio::time::timeout(ANSWER, b_call).await.unwrap().unwrap();
     assert_no_server_request(&f, "k", &b, &mut b_events).await;
+}
+
+/// The fake upstream as a streamable-HTTP server (with `args`): the process (killed on drop)
+/// and its URL.
+async fn http_fake(args: &[&str]) -> (tokio::process::Child, String) {
+    let mut all = vec!["--http", "0"];
+    all.extend_from_slice(args);
+    let mut server = tokio::process::Command::new("python3")
+        .args(fake_upstream_command(&all).iter().skip(1))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(ANSWER, out.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    (server, url.trim().to_owned())
+}
+
+// A client that never opens its session's event stream (several do not) still sees progress:
+// the POST of a call that reports progress is answered as a stream of events carrying it, with
+// the client's own token, and ends with the result; a quick answer stays plain JSON.
+#[tokio::test]
+async fn progress_arrives_on_the_posts_stream_with_no_event_stream_open() {
+    let (f, _c) = front("", &[], "s").await;
+    let sid = f.initialize("s").await;
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"seconds": 0.3, "steps": 3},
+        "_meta": {"progressToken": "tok-sse"}}});
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", ACCEPT_BOTH),
+        ("Authorization", "Bearer s"),
+        ("Mcp-Session-Id", sid.as_str()),
+    ];
+    let (status, head, text) = exchange("POST", &f.url, &headers, &call.to_string()).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        head.iter()
+            .any(|(k, v)| k == "content-type" && v == "text/event-stream"),
+        "{head:?}"
+    );
+    let messages = sse_messages(&text);
+    let (last, before) = messages.split_last().expect("messages on the stream");
+    assert_eq!(last["id"], 5, "the result ends the stream: {text}");
+    assert_eq!(last["result"]["content"][0]["text"], "slept 0.3s", "{text}");
+    let progress: Vec<f64> = before
+        .iter()
+        .map(|m| {
+            assert_eq!(m["method"], "notifications/progress", "{m}");
+            assert_eq!(m["params"]["progressToken"], "tok-sse", "{m}");
+            m["params"]["progress"].as_f64().unwrap()
+        })
+        .collect();
+    assert_eq!(progress, [1.0, 2.0, 3.0], "{text}");
+    // Nothing related to come: JSON, as before.
+    let echo = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "quick"}}});
+    let (status, _, kind, r) = f
+        .post_accepting(ACCEPT_BOTH, Some("s"), Some(&sid), None, &echo)
+        .await;
+    assert_eq!((status, kind.as_str()), (200, "application/json"), "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "quick", "{r}");
+}
+
+// A request from the server made while it works on a call reaches a client that has only the
+// call's POST stream open, and the client's answer (its own POST) gets back to the server:
+// with a stdio upstream (no relation on the wire: the newest call in flight) and an HTTP one
+// (the request came on the call's answer stream).
+#[tokio::test]
+async fn a_server_request_is_answered_by_a_client_with_only_the_posts_stream() {
+    let (_server, upstream) = http_fake(&[]).await;
+    let over_http = format!("[upstream]\nurl = \"{upstream}\"\n");
+    for (label, config, fake) in [
+        ("stdio", String::new(), Some(&[][..])),
+        ("http", over_http, None),
+    ] {
+        let (f, _c) = front_over(&config, &[], fake, "a").await;
+        let sid = f.initialize("a").await;
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "ask", "arguments": {"method": "roots/list"}}});
+        let mut answer = Events::post(&f, "a", &sid, &call).await;
+        let req = answer
+            .next_where(|m| m["method"] == "roots/list" && m.get("id").is_some())
+            .await;
+        answer_roots(&f, "a", &sid, &req, "file:///only-post").await;
+        let r = answer.next_where(|m| m["id"] == 7).await;
+        assert_eq!(
+            ask_text(&r)["result"]["roots"][0]["uri"],
+            "file:///only-post",
+            "{label}: {r}"
+        );
+        assert!(
+            answer.raw.contains("text/event-stream"),
+            "{label}: {}",
+            answer.raw
+        );
+    }
+}
+
+// A client that goes away in the middle of its call's stream cancels the call upstream: no
+// event ids are given, so nobody could ever read its answer.
+#[tokio::test]
+async fn a_client_that_leaves_its_posts_stream_cancels_the_call() {
+    let counts = temp::Temp::new("counts");
+    let (f, _c) = front("", &["--count-file", counts.path()], "d").await;
+    let sid = f.initialize("d").await;
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"seconds": 30, "steps": 300},
+        "_meta": {"progressToken": "leaving"}}});
+    let mut answer = Events::post(&f, "d", &sid, &call).await;
+    answer
+        .next_where(|m| m["method"] == "notifications/progress")
+        .await;
+    assert_eq!(read_counts(&counts.0)["cancelled"], 0);
+    drop(answer);
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while read_counts(&counts.0)["cancelled"] != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call was never cancelled upstream: {}",
+            read_counts(&counts.0)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// The Python MCP SDK's own streamable-HTTP client reads progress and answers the server's
+// request when the front answers its calls as streams of events.
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK (STEADFAST_TEST_MCP_PYTHON): run scripts/tasks-sdk.sh --install"]
+async fn the_python_sdk_reads_progress_and_answers_roots_on_its_calls_streams() {
+    let Ok(python) = std::env::var("STEADFAST_TEST_MCP_PYTHON") else {
+        panic!("set STEADFAST_TEST_MCP_PYTHON to a python with the mcp SDK (scripts/tasks-sdk.sh)");
+    };
+    let (f, _c) = front("", &[], "").await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sdk_stream_client.py");
+    let run = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&f.url)
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the SDK client ends within its own bound")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let seen: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(seen["progress"], json!([1.0, 2.0, 3.0]), "{seen}");
+    assert_eq!(seen["slow"], "slept 0.3s", "{seen}");
+    assert_eq!(seen["roots_asked"], 1, "{seen}");
+    let ask: Value = serde_json::from_str(seen["ask"].as_str().unwrap()).unwrap();
+    assert_eq!(ask["result"]["roots"][0]["uri"], "file:///sdk", "{seen}");
+}
+
+// Logs an HTTP server sends on a call's answer stream are that call's: they reach its client on
+// the call's own stream, and no other session.
+#[tokio::test]
+async fn an_http_servers_logs_about_a_call_go_to_that_calls_stream_only() {
+    let (_server, upstream) = http_fake(&["--mode", "log-flood", "--flood", "3"]).await;
+    let config = format!("[upstream]\nurl = \"{upstream}\"\n");
+    let (f, _c) = front_over(&config, &[], None, "g").await;
+    let a = f.initialize("g").await;
+    let b = f.initialize("g").await;
+    let mut b_events = Events::open(&f, "g", &b).await;
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "logged"}}});
+    let mut answer = Events::post(&f, "g", &a, &call).await;
+    let (r, before) = answer.next_after(|m| m["id"] == 3).await;
+    assert_eq!(r["result"]["content"][0]["text"], "logged", "{r}");
+    let logs = |ms: &[Value]| {
+        ms.iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count()
+    };
+    assert_eq!(logs(&before), 3, "{before:?}");
+    // B's own call logs three lines on B's event stream (B takes only JSON); A's are not there.
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"seconds": 0.05, "steps": 1}, "_meta": {"progressToken": "mark"}}});
+    let (status, _, _, r) = f
+        .post_accepting(JSON_ONLY, Some("g"), Some(&b), None, &body)
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let (_, before) = b_events
+        .next_after(|m| {
+            m["method"] == "notifications/progress" && m["params"]["progressToken"] == "mark"
+        })
+        .await;
+    assert_eq!(logs(&before), 3, "only B's own: {before:?}");
+}
+
+// A client that goes away before anything of its call's answer came cancels the call too,
+// whether it would have got a stream or JSON.
+#[tokio::test]
+async fn a_client_that_leaves_before_the_answer_cancels_the_call() {
+    use tokio::io::AsyncWriteExt;
+    let counts = temp::Temp::new("counts");
+    let (f, _c) = front("", &["--count-file", counts.path()], "e").await;
+    let sid = f.initialize("e").await;
+    let authority = f
+        .url
+        .strip_prefix("http://")
+        .unwrap()
+        .split_once('/')
+        .unwrap()
+        .0;
+    for (n, accept) in [(1u64, ACCEPT_BOTH), (2, JSON_ONLY)] {
+        let call = json!({"jsonrpc": "2.0", "id": 20 + n, "method": "tools/call", "params": {
+            "name": "slow", "arguments": {"seconds": 30, "steps": 1}}})
+        .to_string();
+        let mut conn = tokio::net::TcpStream::connect(authority).await.unwrap();
+        let post = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAccept: {accept}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\
+             Authorization: Bearer e\r\nMcp-Session-Id: {sid}\r\n\r\n{call}",
+            call.len()
+        );
+        conn.write_all(post.as_bytes()).await.unwrap();
+        let seen = |key: &str| read_counts(&counts.0).pointer(key).and_then(Value::as_u64);
+        let deadline = tokio::time::Instant::now() + ANSWER;
+        while seen("/tools/slow") != Some(n) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the call never arrived"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(conn);
+        while seen("/cancelled") != Some(n) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{accept}: the call was never cancelled upstream: {}",
+                read_counts(&counts.0)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }

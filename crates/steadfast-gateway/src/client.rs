@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 
 use crate::jsonrpc;
-use crate::outbound::Outbound;
+use crate::outbound::{Outbound, Refused};
 use crate::upstream::{Link, Upstream};
 
 mod server_requests;
@@ -26,10 +26,19 @@ pub struct Client {
     server_requests: ServerRequests,
     next: AtomicU64,
     /// Responses awaited by a front that answers each request on its own (an HTTP POST).
-    waiters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Vec<u8>>>>,
+    waiters: Mutex<HashMap<String, Waiter>>,
     /// The task feeding the client's event stream (HTTP front): one per client.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) stream: Mutex<Option<tokio_util::sync::CancellationToken>>,
+}
+
+/// How a front awaits the response to one request.
+enum Waiter {
+    /// The response alone (an HTTP POST answered with JSON).
+    Once(tokio::sync::oneshot::Sender<Vec<u8>>),
+    /// The request's own stream (an HTTP POST answered with server-sent events): messages
+    /// related to the request go there first, and the response ends it.
+    Stream(Arc<Outbound>),
 }
 
 impl std::fmt::Debug for Client {
@@ -59,18 +68,22 @@ impl Client {
     /// Delivers the response to request `id` (raw JSON): to the front awaiting it, else in
     /// order with everything else on the client's queue.
     pub fn respond(&self, id: &str, line: Vec<u8>) {
+        if let Err(line) = self.to_waiter(id, line) {
+            self.out.push(line);
+        }
+    }
+
+    /// Hands `line` to the front awaiting `id`; gives it back when none is (any more).
+    fn to_waiter(&self, id: &str, line: Vec<u8>) -> Result<(), Vec<u8>> {
         let waiter = self
             .waiters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
         match waiter {
-            Some(tx) => {
-                if let Err(line) = tx.send(line) {
-                    self.out.push(line);
-                }
-            }
-            None => self.out.push(line),
+            Some(Waiter::Once(tx)) => tx.send(line),
+            Some(Waiter::Stream(stream)) => stream.finish(line),
+            None => Err(line),
         }
     }
 
@@ -84,8 +97,11 @@ impl Client {
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
         match waiter {
-            Some(tx) => {
+            Some(Waiter::Once(tx)) => {
                 let _ = tx.send(line);
+            }
+            Some(Waiter::Stream(stream)) => {
+                let _ = stream.finish(line);
             }
             None => {
                 self.out.push_notification(line);
@@ -97,25 +113,97 @@ impl Client {
     /// request on its own).
     pub fn await_response(&self, id: &str) -> tokio::sync::oneshot::Receiver<Vec<u8>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_owned(), tx);
+        self.wait(id, Waiter::Once(tx));
         rx
     }
 
-    /// Stops awaiting `id` (the front gave up).
+    /// Awaits `id` as `waiter`; one awaiting the same id already (a client that reused an id
+    /// in flight: the session refuses the new one) stops waiting.
+    fn wait(&self, id: &str, waiter: Waiter) {
+        let old = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned(), waiter);
+        if let Some(Waiter::Stream(s)) = old {
+            s.close();
+        }
+    }
+
+    /// Opens the stream of request `id` (a front that answers it with server-sent events):
+    /// messages related to the request go there, capped at `max_notifications` like the
+    /// client's queue, and its response is the stream's last message.
+    pub fn open_stream(&self, id: &str, max_notifications: usize) -> Arc<Outbound> {
+        let stream = Arc::new(Outbound::new(max_notifications));
+        self.wait(id, Waiter::Stream(stream.clone()));
+        stream
+    }
+
+    /// The open stream of request `id`, if a front streams its related messages.
+    pub fn request_stream(&self, id: &str) -> Option<Arc<Outbound>> {
+        let waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        if waiters.is_empty() {
+            return None; // the stdio front: no lookup per call
+        }
+        match waiters.get(id) {
+            Some(Waiter::Stream(s)) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    /// Queues a message related to a request (progress, a log, a request from the server, a
+    /// cancel of one) on that request's stream while it is open, else on the client's queue;
+    /// counted against the cap of whichever takes it. False if it was dropped.
+    pub fn push_related(&self, stream: Option<&Outbound>, line: Vec<u8>) -> bool {
+        let line = match stream {
+            None => line,
+            Some(s) => match s.offer(line) {
+                Ok(()) => return true,
+                Err(Refused::Full) => {
+                    self.out.count_dropped();
+                    return false;
+                }
+                Err(Refused::Closed(line)) => line,
+            },
+        };
+        self.out.push_notification(line)
+    }
+
+    /// Stops awaiting `id` (the front gave up, or the request was cancelled): a stream of it
+    /// ends.
     pub fn forget_response(&self, id: &str) {
-        self.waiters
+        let gone = self
+            .waiters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
+        if let Some(Waiter::Stream(s)) = gone {
+            s.close();
+        }
+    }
+
+    /// Stops awaiting every response (the session ended): fronts waiting give up at once.
+    pub fn forget_all(&self) {
+        let gone: Vec<Waiter> = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, w)| w)
+            .collect();
+        for w in gone {
+            if let Waiter::Stream(s) = w {
+                s.close();
+            }
+        }
     }
 
     /// Passes a request from a server (sampling, roots, elicitation) to the client under an
-    /// id of ours, so the client's answer can be routed back. The entry ends when the client
-    /// answers, the server cancels it, the server's connection ends, or `timeout` passes (the
-    /// server is then answered with an error, so it does not wait for ever either).
+    /// id of ours, so the client's answer can be routed back; on `stream` (the stream of the
+    /// client's request that caused it) while that is open, else on the client's queue. The
+    /// entry ends when the client answers, the server cancels it, the server's connection
+    /// ends, or the upstream's `request_timeout` passes (the server is then answered with an
+    /// error, so it does not wait for ever either).
     pub fn forward_server_request(
         self: &Arc<Self>,
         upstream: &Arc<Upstream>,
@@ -123,8 +211,9 @@ impl Client {
         id: &str,
         method: &str,
         params: Option<&RawValue>,
-        timeout: Duration,
+        stream: Option<Arc<Outbound>>,
     ) -> Result<(), String> {
+        let timeout = upstream.settings().request_timeout;
         let ours = format!(
             "\"steadfast-{}\"",
             self.next.fetch_add(1, Ordering::Relaxed)
@@ -143,6 +232,7 @@ impl Client {
             id: id.to_owned(),
             method: method.to_owned(),
             timer: timer.abort_handle(),
+            stream: stream.clone(),
         };
         if let Err(entry) = self.server_requests.insert(ours.clone(), entry) {
             entry.timer.abort();
@@ -154,7 +244,7 @@ impl Client {
         // (an HTTP client with no event stream open) cannot make the queue grow without end;
         // the server hears at once instead.
         let line = jsonrpc::request(&ours, method, params.map(RawValue::get));
-        if !self.out.push_notification(line) {
+        if !self.push_related(stream.as_deref(), line) {
             self.server_requests.remove(&ours);
             return Err("the client is not taking messages (its queue is full)".to_owned());
         }
@@ -186,10 +276,14 @@ impl Client {
         let found = self
             .server_requests
             .take_where(|r| r.from(upstream) && r.generation == generation && r.id == upstream_id);
-        let Some((ours, _)) = found.into_iter().next() else {
+        let Some((ours, req)) = found.into_iter().next() else {
             return false;
         };
-        self.tell_cancelled(&ours, reason.unwrap_or("the server cancelled its request"));
+        self.tell_cancelled(
+            &ours,
+            req.stream.as_deref(),
+            reason.unwrap_or("the server cancelled its request"),
+        );
         true
     }
 
@@ -199,9 +293,10 @@ impl Client {
         let gone = self
             .server_requests
             .take_where(|r| r.from(upstream) && r.generation <= generation);
-        for (ours, _) in gone {
+        for (ours, req) in gone {
             self.tell_cancelled(
                 &ours,
+                req.stream.as_deref(),
                 &format!(
                     "the server's connection ended: {}",
                     steadfast::sanitize(why)
@@ -225,18 +320,20 @@ impl Client {
         );
         tracing::warn!(method = %req.method, "a request from the server timed out awaiting the client");
         let line = jsonrpc::error_response(&req.id, jsonrpc::code::UPSTREAM_TIMEOUT, &message);
+        let stream = req.stream.clone();
         req.reply(line);
-        self.tell_cancelled(ours, &message);
+        self.tell_cancelled(ours, stream.as_deref(), &message);
     }
 
-    /// `notifications/cancelled` to the client for our request id `ours` (raw JSON).
-    fn tell_cancelled(&self, ours: &str, reason: &str) {
+    /// `notifications/cancelled` to the client for our request id `ours` (raw JSON), on the
+    /// stream the request went out on while that is open.
+    fn tell_cancelled(&self, ours: &str, stream: Option<&Outbound>, reason: &str) {
         let id: serde_json::Value = serde_json::from_str(ours).unwrap_or(serde_json::Value::Null);
         let params = serde_json::json!({"requestId": id, "reason": reason}).to_string();
-        self.out.push_notification(jsonrpc::notification(
-            "notifications/cancelled",
-            Some(&params),
-        ));
+        self.push_related(
+            stream,
+            jsonrpc::notification("notifications/cancelled", Some(&params)),
+        );
     }
 }
 

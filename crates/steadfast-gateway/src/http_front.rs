@@ -1,9 +1,10 @@
 //! The streamable-HTTP front: many clients, one upstream, shared breakers and budgets.
 //!
 //! `POST /mcp` carries one message: `initialize` (without a session) opens a session and
-//! answers with its `Mcp-Session-Id`; a request is answered in the POST's body (JSON); a
-//! notification or a response gets 202. `GET /mcp` streams the session's own messages
-//! (notifications, progress, the server's requests) as server-sent events; `DELETE /mcp` ends
+//! answers with its `Mcp-Session-Id`; a request is answered in the POST's body (JSON, or a
+//! stream of server-sent events, see `post_stream`); a notification or a response gets 202.
+//! `GET /mcp` streams the session's messages that belong to no request of it (notifications,
+//! the server's requests it relates to no request) as server-sent events; `DELETE /mcp` ends
 //! the session. An unknown or ended session is answered 404, so a client re-initializes.
 //!
 //! Security, as the MCP spec asks of HTTP servers: bind to loopback by default; bearer tokens
@@ -30,6 +31,7 @@ use crate::client::Client;
 use crate::config::Config;
 use crate::framing::Frame;
 use crate::jsonrpc::{Envelope, Kind};
+use crate::outbound::Outbound;
 use crate::router::{Router, UpstreamSet};
 use crate::session::Session;
 
@@ -183,9 +185,10 @@ pub async fn serve_http(
     Ok(exit)
 }
 
-/// Ends a session: what it has in flight is cancelled, its event stream ends.
+/// Ends a session: what it has in flight is cancelled, its event streams end.
 fn end(s: &Session) {
     s.cancel_all();
+    s.client.forget_all();
     s.client.out.close();
     if let Some(stop) = s
         .client
@@ -204,6 +207,85 @@ fn same(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether an `Accept` header lists `text/event-stream` (a `q=0` parameter refuses it). `*/*`
+/// does not count: a client that never asked for a stream (curl's default) gets JSON.
+fn accepts_sse(accept: Option<&hyper::header::HeaderValue>) -> bool {
+    let Some(accept) = accept.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    accept.split(',').any(|range| {
+        let mut parts = range.split(';');
+        let kind = parts.next().unwrap_or("").trim();
+        let refused = parts.any(|p| {
+            p.trim()
+                .strip_prefix("q=")
+                .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
+        });
+        kind.eq_ignore_ascii_case("text/event-stream") && !refused
+    })
+}
+
+/// A message as one server-sent event.
+fn sse_event(line: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(line.len() + 24);
+    event.extend_from_slice(b"event: message\ndata: ");
+    event.extend_from_slice(line.strip_suffix(b"\n").unwrap_or(line));
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+/// A response whose body is the events sent on `rx`.
+fn sse_response(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
+    let mut r = Response::new(BodyExt::boxed(SseBody(rx)));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-cache"),
+    );
+    r
+}
+
+/// A JSON answer.
+fn json_response(line: Vec<u8>) -> Response<Body> {
+    let mut r = full(StatusCode::OK, line);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// How long a POST waits for its answer at most: a tool call is bounded by its own policy;
+/// this only keeps a lost answer from holding the connection for ever.
+const ANSWER_BOUND: Duration = Duration::from_secs(600);
+
+/// Cancels the client's request when dropped armed: its POST went away before the answer
+/// (hyper drops the handler's future, or the stream's body, when the connection closes).
+struct CancelUnlessAnswered {
+    session: Arc<Session>,
+    id: String,
+    armed: bool,
+}
+
+impl CancelUnlessAnswered {
+    /// The request is over (answered, cancelled, or given up): nothing to cancel.
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelUnlessAnswered {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::debug!(session = %self.session.id, "a client left its request's stream: the request is cancelled");
+            self.session.cancel_request(&self.id);
+        }
+    }
 }
 
 fn loopback_origin(origin: &str) -> bool {
@@ -346,6 +428,7 @@ impl Front {
         session_id: Option<String>,
         req: Request<Incoming>,
     ) -> Response<Body> {
+        let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
         let max = self.config.upstream_settings().max_message_size;
         let body = match Limited::new(req.into_body(), max).collect().await {
             Ok(b) => b.to_bytes(),
@@ -404,7 +487,18 @@ impl Front {
             }
         }
         let _opening = new.then(|| Opening(&self.opening));
+        // `initialize` is always answered with JSON: nothing relates to it, and the session
+        // is kept only once its answer is known to be a success.
+        let streamed = sse && !new;
         let waiting = match &parsed {
+            Ok((Kind::Request, _, Some(id))) if streamed => {
+                let cap = self.config.limits.max_queued_notifications;
+                let stream = session.client.open_stream(id, cap);
+                session.on_frame(crate::framing::one_line(Frame::Line(
+                    bytes::BytesMut::from(&body[..]),
+                )));
+                return post_stream(session, id.clone(), stream).await;
+            }
             Ok((Kind::Request, _, Some(id))) => {
                 Some((id.clone(), session.client.await_response(id)))
             }
@@ -416,30 +510,24 @@ impl Front {
         let Some((id, rx)) = waiting else {
             return full(StatusCode::ACCEPTED, "");
         };
-        // If the client goes away (hyper drops this future), nobody waits any more.
-        struct Forget<'a>(&'a Client, &'a str);
-        impl Drop for Forget<'_> {
-            fn drop(&mut self) {
-                self.0.forget_response(self.1);
-            }
-        }
-        let _forget = Forget(&session.client, &id);
-        // A tool call is bounded by its own policy; this only keeps a lost answer from
-        // holding the connection for ever.
-        let answer = tokio::time::timeout(Duration::from_secs(600), rx).await;
+        // If the client goes away (hyper drops this future), the request is cancelled, as on
+        // a stream (see `post_stream`): nobody could receive its answer.
+        let mut guard = CancelUnlessAnswered {
+            session: session.clone(),
+            id,
+            armed: true,
+        };
+        let answer = tokio::time::timeout(ANSWER_BOUND, rx).await;
+        guard.disarm();
         let Ok(Ok(line)) = answer else {
-            session.client.forget_response(&id);
+            session.client.forget_response(&guard.id);
             return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
         };
         // A session whose initialize failed is not kept: it would hold a slot for nothing.
         let failed = serde_json::from_slice::<serde_json::Value>(&line)
             .ok()
             .is_some_and(|v| v.get("error").is_some());
-        let mut r = full(StatusCode::OK, line);
-        r.headers_mut().insert(
-            hyper::header::CONTENT_TYPE,
-            hyper::header::HeaderValue::from_static("application/json"),
-        );
+        let mut r = json_response(line);
         if new && !failed {
             if let Ok(v) = hyper::header::HeaderValue::from_str(&session.id) {
                 r.headers_mut().insert("mcp-session-id", v);
@@ -484,12 +572,8 @@ impl Front {
                 let Some((line, notification)) = next else {
                     break;
                 };
-                let mut event = Vec::with_capacity(line.len() + 24);
-                event.extend_from_slice(b"event: message\ndata: ");
-                event.extend_from_slice(line.strip_suffix(b"\n").unwrap_or(&line));
-                event.extend_from_slice(b"\n\n");
                 let delivered = tokio::select! {
-                    r = tx.send(Bytes::from(event)) => r.is_ok(),
+                    r = tx.send(sse_event(&line)) => r.is_ok(),
                     _ = stop.cancelled() => false,
                 };
                 if !delivered {
@@ -498,13 +582,81 @@ impl Front {
                 }
             }
         });
-        let mut r = Response::new(BodyExt::boxed(SseBody(rx)));
-        r.headers_mut().insert(
-            hyper::header::CONTENT_TYPE,
-            hyper::header::HeaderValue::from_static("text/event-stream"),
-        );
-        r
+        sse_response(rx)
     }
+}
+
+/// Answers request `id` of a client that accepts server-sent events, from its own `stream`.
+///
+/// The answer's form is decided by what comes first: the response itself → one JSON body (a
+/// quick answer costs no stream, and every client must take JSON); a message related to the
+/// request (progress, a request from the server, a log) → a stream of events carrying it and
+/// everything after, ending with the response. The official SDKs choose once per server
+/// (`enableJsonResponse` / `json_response`, streams by default); choosing per answer gives a
+/// client the stream exactly when there is something to put on it, so progress and the
+/// server's requests reach clients that never open the session's `GET` stream.
+///
+/// A client that goes away before the response cancels the request, as if it had sent
+/// `notifications/cancelled`: the spec asks servers not to read a disconnection as a cancel
+/// so that a client can resume the stream by `Last-Event-ID`, but this front gives no event
+/// ids (it keeps no history), so an answer nobody can receive would be work for nothing —
+/// and a tool call running for no one is a side effect nobody sees.
+async fn post_stream(session: Arc<Session>, id: String, stream: Arc<Outbound>) -> Response<Body> {
+    let deadline = tokio::time::Instant::now() + ANSWER_BOUND;
+    let mut guard = CancelUnlessAnswered {
+        session,
+        id,
+        armed: true,
+    };
+    let first = tokio::time::timeout_at(deadline, stream.next_message()).await;
+    let (line, related) = match first {
+        Ok(Some(m)) => m,
+        // Cancelled by the client, or the session ended: nothing will answer it.
+        Ok(None) => {
+            guard.disarm();
+            return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
+        }
+        Err(_) => {
+            guard.disarm();
+            guard.session.client.forget_response(&guard.id);
+            return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
+        }
+    };
+    // Related messages are queued as notifications (capped); the response is not.
+    if !related {
+        // The response came first.
+        guard.disarm();
+        return json_response(line);
+    }
+    // One event in the channel at a time: the stream's own queue is the capped one.
+    let (tx, rx) = mpsc::channel::<Bytes>(1);
+    let _ = tx.try_send(sse_event(&line));
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                m = stream.next_message() => m,
+                // The client went away (hyper dropped the body): the guard cancels.
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep_until(deadline) => {
+                    guard.disarm();
+                    guard.session.client.forget_response(&guard.id);
+                    return;
+                }
+            };
+            let Some((line, related)) = next else {
+                // Answered (the response was the last event), or cancelled by the client.
+                guard.disarm();
+                return;
+            };
+            if !related {
+                guard.disarm(); // the response: the request is over either way
+            }
+            if tx.send(sse_event(&line)).await.is_err() {
+                return;
+            }
+        }
+    });
+    sse_response(rx)
 }
 
 struct SseBody(mpsc::Receiver<Bytes>);
@@ -536,4 +688,25 @@ fn random_u128() -> u128 {
         out = (out << 64) | u128::from(h.finish());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepts_sse;
+    use hyper::header::HeaderValue;
+
+    fn sse(accept: &'static str) -> bool {
+        accepts_sse(Some(&HeaderValue::from_static(accept)))
+    }
+
+    #[test]
+    fn streams_only_for_clients_that_list_event_streams() {
+        assert!(sse("application/json, text/event-stream"));
+        assert!(sse("text/event-stream;q=0.5 , application/json"));
+        assert!(sse("Text/Event-Stream"));
+        assert!(!sse("application/json"));
+        assert!(!sse("*/*"), "curl's default gets JSON");
+        assert!(!sse("application/json, text/event-stream; q=0"));
+        assert!(!accepts_sse(None));
+    }
 }

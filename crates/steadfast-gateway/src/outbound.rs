@@ -23,6 +23,15 @@ struct State {
     closed: bool,
 }
 
+/// Why [`Outbound::offer`] did not queue a line.
+#[derive(Debug)]
+pub enum Refused {
+    /// The queue is closed; the line, to send elsewhere.
+    Closed(Vec<u8>),
+    /// The queue holds its cap of notifications (counted as dropped).
+    Full,
+}
+
 /// A bounded outbound queue with one writer.
 #[derive(Debug)]
 pub struct Outbound {
@@ -81,6 +90,55 @@ impl Outbound {
         drop(s);
         self.ready.notify_one();
         true
+    }
+
+    /// Offers a notification (or a request counted like one) to a queue that may have closed:
+    /// the line comes back when it is closed, so the caller can send it elsewhere.
+    pub fn offer(&self, line: Vec<u8>) -> Result<(), Refused> {
+        {
+            let s = self.lock();
+            if s.closed {
+                return Err(Refused::Closed(line));
+            }
+        }
+        if self.push_notification(line) {
+            Ok(())
+        } else {
+            // Closed in between (rare) or full: either way the queue will not carry it.
+            Err(Refused::Full)
+        }
+    }
+
+    /// Queues the last message (a request's response) and closes the queue in one step, so a
+    /// reader that takes it knows it was the last ([`Outbound::is_finished`]). Gives the line
+    /// back if the queue was closed already.
+    pub fn finish(&self, line: Vec<u8>) -> Result<(), Vec<u8>> {
+        let mut s = self.lock();
+        if s.closed {
+            return Err(line);
+        }
+        s.queue.push_back((line, false));
+        s.closed = true;
+        drop(s);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Whether the queue is closed.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Whether the queue is closed and drained: nothing more will come.
+    pub fn is_finished(&self) -> bool {
+        let s = self.lock();
+        s.closed && s.queue.is_empty()
+    }
+
+    /// Counts a notification dropped on the way to this peer elsewhere (a full request
+    /// stream), so health reports it with the rest.
+    pub fn count_dropped(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Notifications dropped so far.
@@ -192,6 +250,21 @@ mod tests {
         let mut out = Vec::new();
         q.write_to(&mut out).await.unwrap();
         assert_eq!(out, b"n1\nn2\nr1\nr2\n");
+    }
+
+    #[tokio::test]
+    async fn the_last_message_closes_the_queue_and_later_offers_come_back() {
+        let q = Outbound::new(1);
+        assert!(q.offer(b"n1\n".to_vec()).is_ok());
+        assert!(matches!(q.offer(b"n2\n".to_vec()), Err(Refused::Full)));
+        assert!(q.finish(b"r\n".to_vec()).is_ok());
+        assert!(q.is_closed() && !q.is_finished());
+        assert!(matches!(q.offer(b"n3\n".to_vec()), Err(Refused::Closed(l)) if l == b"n3\n"));
+        assert_eq!(q.finish(b"again\n".to_vec()), Err(b"again\n".to_vec()));
+        assert_eq!(q.next_message().await.unwrap().0, b"n1\n");
+        assert_eq!(q.next_message().await.unwrap().0, b"r\n");
+        assert!(q.is_finished());
+        assert!(q.next_message().await.is_none());
     }
 
     #[tokio::test]

@@ -165,6 +165,22 @@ impl Session {
         }
     }
 
+    /// Cancels the client's request `id` (raw JSON) if it is in flight: it is not answered
+    /// (MCP), its upstream request is cancelled as its task drops it, and a front waiting for
+    /// it stops waiting.
+    pub fn cancel_request(&self, id: &str) {
+        let ct = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        if let Some((_, ct)) = ct {
+            metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
+            ct.cancel();
+        }
+        self.client.forget_response(id);
+    }
+
     /// Handles one frame from the client.
     pub fn on_frame(self: &Arc<Self>, frame: Frame) {
         match frame {
@@ -468,6 +484,9 @@ impl Session {
                 );
             }
         };
+        // The request's own stream (an HTTP POST answered with server-sent events), if any:
+        // its progress and the server's related requests go there.
+        let stream = self.client.request_stream(id);
         let progress = params
             .filter(|p| p.contains("\"progressToken\""))
             .and_then(progress_token)
@@ -476,13 +495,15 @@ impl Session {
                 token: token.into(),
                 high: Arc::default(),
                 activity: Arc::default(),
+                stream: stream.clone(),
             });
-        let (guard, rx) = upstream.call_from(
+        let (guard, rx) = upstream.call_related(
             &link,
             method,
             params.map(Params::Raw),
             progress,
             Some(&self.client),
+            stream,
         );
         let bound = upstream.settings().request_timeout;
         let reply = match tokio::time::timeout(bound, rx).await {
@@ -556,17 +577,7 @@ impl Session {
                 let Some(id) = v.get("requestId") else { return };
                 let id = id.to_string();
                 crate::tasks::on_cancelled(self, &id); // [tasks]
-                let ct = self
-                    .in_flight
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
-                if let Some((_, ct)) = ct {
-                    metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
-                    ct.cancel();
-                }
-                // A cancelled request is not answered: a front waiting for it stops waiting.
-                self.client.forget_response(&id);
+                self.cancel_request(&id);
             }
             // The proxy completed the server's handshake itself.
             "notifications/initialized" => {}

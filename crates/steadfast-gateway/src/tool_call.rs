@@ -68,6 +68,9 @@ pub async fn run(
     let max = policy.attempt_max;
     let mode = policy.retry_on_is_error;
     let max_size = upstream.settings().max_message_size;
+    // The call's own stream (an HTTP POST answered with server-sent events), if any: progress
+    // and the server's requests related to any attempt go there.
+    let stream = session.client.request_stream(id);
     let route = params
         .pointer("/_meta/progressToken")
         .map(|t| ProgressRoute {
@@ -75,7 +78,9 @@ pub async fn run(
             token: t.to_string().into(),
             high: Arc::default(),
             activity: Arc::default(),
+            stream: stream.clone(),
         });
+    let stream = &stream;
     let params = &params;
     let limit = tools.call_limit();
     let limit = limit.as_deref();
@@ -105,12 +110,13 @@ pub async fn run(
                     }
                     let link = upstream.link().await.map_err(CallFailure::NotSent)?;
                     let activity = route.as_ref().map(|r| r.activity.clone());
-                    let (guard, mut rx) = upstream.call_from(
+                    let (guard, mut rx) = upstream.call_related(
                         &link,
                         "tools/call",
                         Some(Params::Value(params)),
                         route,
                         Some(&session.client),
+                        stream.clone(),
                     );
                     let started = Instant::now();
                     let mut idle_deadline = idle.map(|d| started + d);

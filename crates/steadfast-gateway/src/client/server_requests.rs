@@ -5,10 +5,11 @@
 //! capped, so a server that asks and never hears back cannot grow the proxy's memory.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use tokio::task::AbortHandle;
 
+use crate::outbound::Outbound;
 use crate::upstream::Upstream;
 
 /// Requests from servers awaiting one client's answer, at most this many at once.
@@ -24,6 +25,9 @@ pub(crate) struct ServerRequest {
     pub(crate) method: String,
     /// The timer that ends the entry at `request_timeout`.
     pub(crate) timer: AbortHandle,
+    /// The stream of the client's request it went out on (an HTTP POST answered with
+    /// server-sent events): a cancel of it follows it there.
+    pub(crate) stream: Option<Arc<Outbound>>,
 }
 
 impl ServerRequest {

@@ -52,6 +52,7 @@ pub fn check_depth() -> Result<(), String> {
 use crate::client::Client;
 use crate::framing::Frame;
 use crate::jsonrpc::{self, Envelope, Kind, code};
+use crate::outbound::Outbound;
 
 /// How a reply came back (or did not).
 #[derive(Debug)]
@@ -83,6 +84,9 @@ pub struct ProgressRoute {
     pub high: Arc<Mutex<f64>>,
     /// Woken on every progress message: an attempt's idle timeout starts again.
     pub activity: Arc<Notify>,
+    /// The stream of the client's request (an HTTP POST answered with server-sent events):
+    /// progress goes there while it is open, else to the client's queue.
+    pub stream: Option<Arc<Outbound>>,
 }
 
 struct Pending {
@@ -93,6 +97,9 @@ struct Pending {
     /// its HTTP answer stream) goes to that client.
     /// (A client's serial: no reference count is touched per call.)
     origin: Option<u64>,
+    /// The stream of the client's request, when a front streams its related messages: the
+    /// server's requests and logs related to this call go there.
+    stream: Option<Arc<Outbound>>,
     /// Ends the request's HTTP exchange (connect, headers, body) when the entry goes: the
     /// reply came, or whoever waited gave up (its own bound passed, or it was cancelled).
     _exchange: Option<tokio_util::sync::DropGuard>,
@@ -423,6 +430,21 @@ impl Upstream {
         progress: Option<ProgressRoute>,
         origin: Option<&Arc<Client>>,
     ) -> (InFlight, oneshot::Receiver<Reply>) {
+        self.call_related(link, method, params, progress, origin, None)
+    }
+
+    /// [`Upstream::call_from`] for a client request that has a stream of its own (`stream`,
+    /// see [`Client::request_stream`]): requests and logs the server relates to this call go
+    /// on it.
+    pub fn call_related(
+        self: &Arc<Self>,
+        link: &Arc<Link>,
+        method: &str,
+        params: Option<Params<'_>>,
+        progress: Option<ProgressRoute>,
+        origin: Option<&Arc<Client>>,
+        stream: Option<Arc<Outbound>>,
+    ) -> (InFlight, oneshot::Receiver<Reply>) {
         let origin = origin.map(|c| c.serial());
         if let Some(o) = origin {
             self.last_active.store(o, Ordering::Relaxed);
@@ -447,6 +469,7 @@ impl Upstream {
                 tx,
                 progress,
                 origin,
+                stream,
                 _exchange: exchange.clone().map(CancellationToken::drop_guard),
             },
         );
@@ -567,12 +590,12 @@ impl Upstream {
                 };
                 self.settle(id, reply);
             }
-            Kind::Notification => self.on_notification(link, &env),
+            Kind::Notification => self.on_notification(link, &env, related),
             Kind::Request => self.on_request(link, &env, related),
         }
     }
 
-    fn on_notification(&self, link: &Link, env: &Envelope<'_>) {
+    fn on_notification(&self, link: &Link, env: &Envelope<'_>, related: Option<u64>) {
         let method = env.method.as_deref().unwrap_or_default();
         let clients = self.clients();
         match method {
@@ -598,10 +621,10 @@ impl Upstream {
                 if let Ok(token) = serde_json::from_str::<Value>(&route.token) {
                     v["progressToken"] = token;
                 }
-                route
-                    .client
-                    .out
-                    .push_notification(jsonrpc::notification(method, Some(&v.to_string())));
+                route.client.push_related(
+                    route.stream.as_deref(),
+                    jsonrpc::notification(method, Some(&v.to_string())),
+                );
             }
             // The server cancels a request it sent to the client: rename the id.
             "notifications/cancelled" => {
@@ -620,6 +643,31 @@ impl Upstream {
                         if client.server_cancelled(self, link.generation(), &up, reason.as_deref())
                         {
                             break;
+                        }
+                    }
+                }
+            }
+            // A log the server sent on our request's answer stream is that request's: it goes
+            // to the client that asked (on the request's own stream, if it has one), not to
+            // every client. List changes and resource updates concern every session.
+            "notifications/message" if related.is_some() => {
+                let target = related.and_then(|id| {
+                    let pending = self.pending();
+                    let p = pending.get(&id)?;
+                    Some((p.origin?, p.stream.clone()))
+                });
+                let found = target.and_then(|(serial, stream)| {
+                    let client = clients.iter().find(|c| c.serial() == serial)?;
+                    Some((client, stream))
+                });
+                let line = jsonrpc::notification(method, env.params.map(RawValue::get));
+                match found {
+                    Some((client, stream)) => {
+                        client.push_related(stream.as_deref(), line);
+                    }
+                    None => {
+                        for client in &clients {
+                            client.out.push_notification(line.clone());
                         }
                     }
                 }
@@ -648,10 +696,9 @@ impl Upstream {
         }
         let task = env.params.and_then(|p| task_owners::related_task(p.get()));
         match self.route_server_request(related, task.as_deref()) {
-            Ok(client) => {
-                let timeout = self.settings.request_timeout;
+            Ok((client, stream)) => {
                 if let Err(why) =
-                    client.forward_server_request(self, link, id, method, env.params, timeout)
+                    client.forward_server_request(self, link, id, method, env.params, stream)
                 {
                     let _ = link.send(jsonrpc::error_response(id, code::OVERLOADED, &why), None);
                 }
@@ -666,36 +713,51 @@ impl Upstream {
     /// it to (it came on that request's HTTP answer stream, or it names a task that client
     /// created); else the one with the newest request in flight here (MCP servers ask while
     /// they work on a client's request, and stdio carries no relation); else the one that most
-    /// recently sent a request; else any.
+    /// recently sent a request; else any. With the client, the stream of the client request
+    /// it was related to (or guessed to be), when that request has one: a client that never
+    /// opened its session's event stream still gets it.
     fn route_server_request(
         &self,
         related: Option<u64>,
         task: Option<&str>,
-    ) -> Result<Arc<Client>, &'static str> {
+    ) -> Result<Target, &'static str> {
         let live = self.clients();
         let find = |serial: u64| live.iter().find(|c| c.serial() == serial).cloned();
-        // A related client that is gone: no other session may answer in its name.
+        // A related client that is gone: no other session may answer in its name. A task
+        // outlives the request that created it: its requests go to the session's own stream.
         if let Some(owner) = task.and_then(|t| self.task_owners.get(t)) {
-            return find(owner).ok_or("the client session that created this task has ended");
+            return find(owner)
+                .map(|c| (c, None))
+                .ok_or("the client session that created this task has ended");
         }
         let (related, mut in_flight) = {
             let pending = self.pending();
-            let related = related.and_then(|id| pending.get(&id)?.origin);
+            let related = related.and_then(|id| {
+                let p = pending.get(&id)?;
+                Some((p.origin?, p.stream.clone()))
+            });
             let in_flight: Vec<(u64, u64)> = pending
                 .iter()
                 .filter_map(|(id, p)| Some((*id, p.origin?)))
                 .collect();
             (related, in_flight)
         };
-        if let Some(origin) = related {
-            return find(origin).ok_or("the client session this request belongs to has ended");
+        if let Some((origin, stream)) = related {
+            return find(origin)
+                .map(|c| (c, stream))
+                .ok_or("the client session this request belongs to has ended");
         }
         in_flight.sort_unstable_by_key(|&(id, _)| std::cmp::Reverse(id));
-        in_flight
+        let newest = in_flight
             .into_iter()
-            .find_map(|(_, serial)| find(serial))
-            .or_else(|| find(self.last_active.load(Ordering::Relaxed)))
+            .find_map(|(id, serial)| Some((id, find(serial)?)));
+        if let Some((id, client)) = newest {
+            let stream = self.pending().get(&id).and_then(|p| p.stream.clone());
+            return Ok((client, stream));
+        }
+        find(self.last_active.load(Ordering::Relaxed))
             .or_else(|| live.first().cloned())
+            .map(|c| (c, None))
             .ok_or("no client is connected")
     }
 
@@ -712,6 +774,10 @@ impl Upstream {
         &self.settings
     }
 }
+
+/// Where a request from the server goes: a client, and the stream of its request the server
+/// is working on, if that request has one.
+type Target = (Arc<Client>, Option<Arc<Outbound>>);
 
 /// Our progress tokens are the request's upstream id, as a number.
 fn progress_id(token: &Value) -> Option<u64> {

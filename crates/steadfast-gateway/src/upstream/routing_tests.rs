@@ -238,3 +238,97 @@ async fn a_client_that_does_not_read_gets_no_more_than_its_queue_holds() {
     );
     assert_eq!(a.out.len(), 2);
 }
+
+/// What is queued on `q` now, parsed.
+fn drain(q: &crate::outbound::Outbound) -> Vec<Value> {
+    let mut out = Vec::new();
+    while let Some(Some((line, _))) = q.next_message().now_or_never() {
+        out.push(serde_json::from_slice(&line).unwrap());
+    }
+    out
+}
+
+fn from_server(up: &Arc<Upstream>, link: &Arc<Link>, line: &str, related: Option<u64>) {
+    up.on_frame_related(link, Frame::Line(line.as_bytes().into()), related);
+}
+
+// A request's own stream (an HTTP POST answered as events) carries what the server relates to
+// that request: its requests, its logs, a cancel of one of its requests; once the response has
+// ended the stream, they go to the session's queue.
+#[tokio::test]
+async fn related_messages_go_on_the_requests_stream_while_it_is_open() {
+    let (up, link, _rx) = upstream();
+    let (a, b) = (client(&up), client(&up));
+    let stream = a.open_stream("1", 8);
+    let (ga, _ra) = up.call_related(
+        &link,
+        "tools/call",
+        None,
+        None,
+        Some(&a),
+        Some(stream.clone()),
+    );
+    let related = Some(ga.id());
+    server_asks(&up, &link, "s1", related);
+    let log = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
+    from_server(&up, &link, log, related);
+    let cancel =
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s1"}}"#;
+    from_server(&up, &link, cancel, related);
+    let on_stream = drain(&stream);
+    let methods: Vec<&str> = on_stream
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "roots/list",
+            "notifications/message",
+            "notifications/cancelled"
+        ]
+    );
+    assert!(queued(&a).is_empty(), "nothing on the session's queue");
+    assert!(queued(&b).is_empty(), "a related log is not broadcast");
+    // The response ends the stream; what comes after goes to the session's queue.
+    a.respond(
+        "1",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec(),
+    );
+    assert_eq!(drain(&stream).len(), 1, "the response, last");
+    assert!(stream.is_finished());
+    server_asks(&up, &link, "s2", related);
+    let to_a = queued(&a);
+    assert_eq!(to_a.len(), 1, "{to_a:?}");
+    assert_eq!(to_a[0]["id"], "steadfast-2");
+}
+
+// A request's stream is capped like the session's queue: a client that does not read it means
+// an immediate error to the server, not a message spilled elsewhere.
+#[tokio::test]
+async fn a_full_request_stream_refuses_the_servers_request_at_once() {
+    let (up, link, mut rx) = upstream();
+    let a = client(&up);
+    let stream = a.open_stream("1", 1);
+    let (ga, _ra) = up.call_related(
+        &link,
+        "tools/call",
+        None,
+        None,
+        Some(&a),
+        Some(stream.clone()),
+    );
+    server_asks(&up, &link, "s1", Some(ga.id()));
+    server_asks(&up, &link, "s2", Some(ga.id()));
+    assert_eq!(stream.len(), 1);
+    assert!(queued(&a).is_empty());
+    let sent = sent(&mut rx);
+    let answers = self::answers(&sent);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["id"], "s2");
+    assert_eq!(
+        answers[0]["error"]["code"],
+        crate::jsonrpc::code::OVERLOADED
+    );
+    assert_eq!(a.server_requests_waiting(), 1);
+}
