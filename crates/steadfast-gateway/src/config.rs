@@ -569,7 +569,18 @@ impl Config {
             let prefix = crate::naming::prefix(name);
             for (tool, settings) in &u.tools {
                 let pattern = if tool.contains(['*', '?', '[', '{']) {
-                    format!("{prefix}{separator}{tool}")
+                    // Glob syntax stays; other characters change as the names clients see do.
+                    let glob: String = tool
+                        .chars()
+                        .map(|c| {
+                            if crate::naming::allowed(c) || "*?[]{},!".contains(c) {
+                                c
+                            } else {
+                                '_'
+                            }
+                        })
+                        .collect();
+                    format!("{prefix}{separator}{glob}")
                 } else {
                     crate::naming::exposed(&prefix, &separator, tool)
                 };

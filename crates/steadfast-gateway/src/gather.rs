@@ -93,6 +93,23 @@ impl Session {
                 self.watch(r.clone());
             }
         }
+        if let Some(h) = config.health_tool.as_deref() {
+            if let Some((route, _)) = self
+                .router
+                .resolve(Kind::Tool, h)
+                .filter(|(r, original)| r.upstream.lists(original))
+            {
+                return self.reply_error(
+                    id,
+                    code::INVALID_REQUEST,
+                    &format!(
+                        "[proxy] health_tool = \"{h}\" is also the name of a tool of upstream \
+                         `{}`; rename the health tool",
+                        route.name
+                    ),
+                );
+            }
+        }
         let result = crate::tasks::on_initialize(self, params, merged_init(&connected).to_string());
         self.client
             .respond(id, jsonrpc::result_response(id, &result));
@@ -160,16 +177,42 @@ impl Session {
                 let params = (!p.is_null()).then(|| p.to_string());
                 self.forward_to(&route, id, method, params.as_deref()).await
             }
-            None => jsonrpc::error_response(
-                id,
-                code::INVALID_PARAMS,
-                &format!(
-                    "invalid params: no upstream of this endpoint owns what {} names (list it \
-                     first; upstreams: {})",
-                    steadfast::sanitize(method),
-                    self.upstream_names()
-                ),
-            ),
+            None => {
+                let named = ["/name", "/uri", "/ref/name", "/ref/uri"]
+                    .iter()
+                    .find_map(|ptr| p.pointer(ptr).and_then(Value::as_str));
+                match named {
+                    // MCP's "resource not found".
+                    Some(uri) if method.starts_with("resources/") => jsonrpc::error_response(
+                        id,
+                        code::RESOURCE_NOT_FOUND,
+                        &format!(
+                            "resource not found: no upstream of this endpoint lists `{}` \
+                             (upstreams: {})",
+                            steadfast::sanitize(uri),
+                            self.upstream_names()
+                        ),
+                    ),
+                    Some(name) => jsonrpc::error_response(
+                        id,
+                        code::INVALID_PARAMS,
+                        &format!(
+                            "invalid params: no upstream of this endpoint has `{}` (upstreams: \
+                             {})",
+                            steadfast::sanitize(name),
+                            self.upstream_names()
+                        ),
+                    ),
+                    None => jsonrpc::error_response(
+                        id,
+                        code::INVALID_PARAMS,
+                        &format!(
+                            "invalid params: {} needs the name or URI it is about",
+                            steadfast::sanitize(method)
+                        ),
+                    ),
+                }
+            }
         }
     }
 
@@ -285,7 +328,12 @@ impl Session {
                         reason = %steadfast::sanitize(&why),
                         "{method} answered without this upstream"
                     );
-                    self.watch(r.clone());
+                    // Only an upstream that is down is watched: one that is connected and
+                    // fails this list would be announced back at once, and a client that
+                    // lists again on every announcement would loop.
+                    if r.upstream.live_link().is_none() {
+                        self.watch(r.clone());
+                    }
                 }
             }
         }
@@ -423,17 +471,32 @@ impl Session {
     /// Watches an upstream missing from an answer: when it answers a list again, the client
     /// is told its lists changed. One watcher per upstream per session, ended with the session.
     pub(crate) fn watch(self: &Arc<Self>, route: Arc<Route>) {
+        // By route, not by name: a reload that replaces an upstream gets a watcher of its own.
+        let key = Arc::as_ptr(&route) as usize;
         if !self
             .watching
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(route.name.clone())
+            .insert(key)
         {
             return;
+        }
+        /// Frees the slot however the watcher ends.
+        struct Slot(std::sync::Weak<Session>, usize);
+        impl Drop for Slot {
+            fn drop(&mut self) {
+                if let Some(s) = self.0.upgrade() {
+                    s.watching
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&self.1);
+                }
+            }
         }
         let weak = Arc::downgrade(self);
         let closed = self.closed.clone();
         tokio::spawn(async move {
+            let _slot = Slot(weak.clone(), key);
             let mut backoff = Duration::from_millis(500);
             loop {
                 tokio::select! {
@@ -448,10 +511,6 @@ impl Session {
                         .await
                         .is_ok()
                 {
-                    me.watching
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&route.name);
                     tracing::info!(upstream = %route.name, "an upstream missing from a list is back; the client is told");
                     for method in CHANGED {
                         me.client

@@ -20,6 +20,9 @@ pub mod code {
     pub const INVALID_REQUEST: i64 = -32600;
     /// Valid JSON-RPC, invalid parameters.
     pub const INVALID_PARAMS: i64 = -32602;
+    /// MCP: the resource does not exist (the same number as `UPSTREAM_UNAVAILABLE`, which
+    /// answers other requests).
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
     /// The method does not exist (or cannot be routed).
     pub const METHOD_NOT_FOUND: i64 = -32601;
     /// Internal error (the upstream could not be reached, and similar).

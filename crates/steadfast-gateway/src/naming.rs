@@ -116,6 +116,31 @@ pub fn exposed(prefix: &str, sep: &str, original: &str) -> String {
     name
 }
 
+/// The name for `original` when its plain form ([`exposed`]) belongs to another of the
+/// upstream's names: the plain form's start plus a hash of the original, always.
+///
+/// ```
+/// use steadfast_gateway::naming::hashed;
+/// let n = hashed("c", "_", "get.file");
+/// assert!(n.starts_with("c_get_file-") && n.len() == "c_get_file-".len() + 8);
+/// ```
+pub fn hashed(prefix: &str, sep: &str, original: &str) -> String {
+    let mut name = exposed(prefix, sep, original);
+    if let Some(dash) = name.len().checked_sub(9).filter(|_| name.len() == MAX_NAME) {
+        // Already the long form: its hash is the original's.
+        name.truncate(dash);
+    }
+    name.truncate(MAX_NAME - 9);
+    name.push('-');
+    name.push_str(&format!("{:08x}", fnv1a(original.as_bytes()) as u32));
+    name
+}
+
+/// Whether `original` appears to clients exactly as written after the prefix.
+pub fn is_clean(original: &str) -> bool {
+    original.chars().all(allowed)
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)

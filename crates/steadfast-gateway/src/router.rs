@@ -134,7 +134,14 @@ impl Router {
                 started.0 = Some(params.to_owned());
             }
             started.1.retain(|c| c.strong_count() > 0);
-            started.1.push(Arc::downgrade(client));
+            // A client that initializes again is still one client.
+            if !started
+                .1
+                .iter()
+                .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(client)))
+            {
+                started.1.push(Arc::downgrade(client));
+            }
         }
         for r in self.routes().iter() {
             r.upstream.start(params, client.clone());
@@ -177,13 +184,46 @@ impl Router {
                 return Some((r.clone(), original.clone()));
             }
         }
-        // Not listed (yet) in this process: the prefix decides, the rest is the name.
-        routes.iter().find_map(|r| {
+        // Not listed (yet) to a client in this process: the prefix decides the upstream; the
+        // tool is the listed one this name stands for (it may have been rewritten to fit),
+        // else the rest of the name as written.
+        let (route, rest) = routes.iter().find_map(|r| {
             name.strip_prefix(r.prefix.as_str())
                 .and_then(|rest| rest.strip_prefix(sep.as_str()))
                 .filter(|rest| !rest.is_empty())
-                .map(|rest| (r.clone(), rest.to_owned()))
-        })
+                .map(|rest| (r.clone(), rest))
+        })?;
+        if kind == Kind::Tool {
+            let listed = route.upstream.listed_names();
+            if let Some(original) = listed
+                .iter()
+                .find(|o| self.name_for(&route, sep, o, &listed) == name)
+            {
+                return Some((route.clone(), original.clone()));
+            }
+        }
+        Some((route, rest.to_owned()))
+    }
+
+    /// The name clients see for `original` among the upstream's `listed` tools: the plain
+    /// form, unless another listed name has a better claim to it (one written exactly that
+    /// way, else the alphabetically first); then the hashed form. The same answer whatever
+    /// order the tools are listed in, so names stay stable across restarts.
+    fn name_for(&self, route: &Route, sep: &str, original: &str, listed: &[String]) -> String {
+        let plain = crate::naming::exposed(&route.prefix, sep, original);
+        if crate::naming::is_clean(original) && plain.len() < crate::naming::MAX_NAME {
+            return plain;
+        }
+        let beaten = listed.iter().any(|o| {
+            o != original
+                && (crate::naming::is_clean(o) || o.as_str() < original)
+                && crate::naming::exposed(&route.prefix, sep, o) == plain
+        });
+        if beaten {
+            crate::naming::hashed(&route.prefix, sep, original)
+        } else {
+            plain
+        }
     }
 
     /// The name clients see for `original` of `route`, remembered for calls; `None` when the
@@ -192,30 +232,30 @@ impl Router {
         let Some(sep) = &self.separator else {
             return Some(original.to_owned());
         };
-        let exposed = crate::naming::exposed(&route.prefix, sep, original);
+        let exposed = match kind {
+            Kind::Tool => self.name_for(route, sep, original, &route.upstream.listed_names()),
+            Kind::Prompt => {
+                let plain = crate::naming::exposed(&route.prefix, sep, original);
+                let names = route.names.read().unwrap_or_else(|e| e.into_inner());
+                match names.prompts.get(&plain) {
+                    Some(o) if o != original => crate::naming::hashed(&route.prefix, sep, original),
+                    _ => plain,
+                }
+            }
+        };
         let mut names = route.names.write().unwrap_or_else(|e| e.into_inner());
         let map = match kind {
             Kind::Tool => &mut names.tools,
             Kind::Prompt => &mut names.prompts,
         };
-        match map.get(&exposed) {
-            Some(o) if o != original => {
-                tracing::error!(
-                    upstream = %route.name,
-                    name = original,
-                    other = %o,
-                    exposed,
-                    "two names of this upstream map to the same namespaced name; the second is not listed"
-                );
-                None
-            }
-            Some(_) => Some(exposed),
-            None if map.len() >= MAX_NAMES => None,
-            None => {
-                map.insert(exposed.clone(), original.to_owned());
-                Some(exposed)
-            }
+        if map.len() >= MAX_NAMES && !map.contains_key(&exposed) {
+            // Not remembered: a call still finds it by its prefix and the upstream's list.
+            tracing::debug!(upstream = %route.name, "the name table is full");
+            return Some(exposed);
         }
+        // The newest list is the truth: a renamed tool takes its name over.
+        map.insert(exposed.clone(), original.to_owned());
+        Some(exposed)
     }
 
     /// Remembers the resources (URIs) and templates (their fixed prefix) `route` listed.
@@ -366,8 +406,8 @@ impl Router {
         if self.separator.is_some() {
             if config.upstreams.is_empty() {
                 return Err(
-                    "the new config has no [upstreams.*]; going from several upstreams \
-                            to one takes a restart"
+                    "the new config names no upstreams (several are running); going from \
+                     several upstreams to one takes a restart"
                         .to_owned(),
                 );
             }
@@ -375,9 +415,10 @@ impl Router {
                 return Err("a new separator renames every tool; that takes a restart".to_owned());
             }
         } else if !config.upstreams.is_empty() {
-            return Err(
-                "the new config has [upstreams.*]; going from one upstream to several takes a \
-                 restart"
+            // One upstream runs (perhaps given after `--`): its policies reload; the set does not.
+            changes.push(
+                "the new config names several upstreams; going from one upstream to several \
+                 takes a restart (policies reloaded, upstream unchanged)"
                     .to_owned(),
             );
         }
@@ -501,5 +542,62 @@ impl crate::tasks::Resolve for Router {
             name,
             key: tool.to_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn router_with(names: &[&str]) -> (Arc<Router>, Arc<Route>) {
+        let config = Arc::new(crate::Config::default());
+        let set = UpstreamSet::Named(vec![crate::config::NamedUpstream {
+            name: "c".into(),
+            spec: steadfast_mcp::Upstream::command("true", Vec::<String>::new()),
+            budget: None,
+        }]);
+        let router = Router::build(set, &config, &crate::shared::Shared::default()).unwrap();
+        let route = router.first();
+        let tools: Vec<_> = names.iter().map(|n| json!({"name": n})).collect();
+        route.upstream.learn_tools(&json!({ "tools": tools }), true);
+        (router, route)
+    }
+
+    #[test]
+    fn colliding_names_get_the_same_names_whatever_the_order() {
+        for order in [["get_file", "get.file"], ["get.file", "get_file"]] {
+            let (router, route) = router_with(&order);
+            let named: Vec<String> = order
+                .iter()
+                .map(|o| router.expose(&route, Kind::Tool, o).unwrap())
+                .collect();
+            let plain = if order[0] == "get_file" {
+                &named[0]
+            } else {
+                &named[1]
+            };
+            let other = if order[0] == "get_file" {
+                &named[1]
+            } else {
+                &named[0]
+            };
+            assert_eq!(plain, "c_get_file");
+            assert!(other.starts_with("c_get_file-"), "{other}");
+            assert_eq!(
+                router.resolve(Kind::Tool, other).map(|(_, o)| o).as_deref(),
+                Some("get.file")
+            );
+        }
+    }
+
+    #[test]
+    fn a_rewritten_name_resolves_before_any_client_listed_it() {
+        let (router, _) = router_with(&["files.read"]);
+        let (_, original) = router.resolve(Kind::Tool, "c_files_read").unwrap();
+        assert_eq!(original, "files.read");
+        let (_, original) = router.resolve(Kind::Tool, "c_not_listed").unwrap();
+        assert_eq!(original, "not_listed");
+        assert!(router.resolve(Kind::Tool, "d_x").is_none());
     }
 }

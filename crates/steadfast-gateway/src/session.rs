@@ -36,7 +36,10 @@ pub struct Session {
     pub(crate) closed: CancellationToken,
     /// Upstreams this session waits for, to announce their lists when they come (one watcher
     /// each at most).
-    pub(crate) watching: Mutex<std::collections::HashSet<String>>,
+    pub(crate) watching: Mutex<std::collections::HashSet<usize>>,
+    /// Set when this session's `initialize` is accepted (before its answer): requests after it
+    /// wait for the upstreams rather than being refused, whatever the scheduling.
+    initialized: AtomicBool,
     /// `[tasks]` Durable tool calls, when the config has durable tools (`crate::tasks`).
     pub tasks: crate::tasks::SessionTasks,
     /// Requests in flight by client id: a serial (so a finished task never removes a newer
@@ -111,6 +114,7 @@ impl Session {
             limits,
             closed: CancellationToken::new(),
             watching: Mutex::default(),
+            initialized: AtomicBool::new(false),
             tasks: Default::default(), // [tasks]
             in_flight: Mutex::default(),
             serial: std::sync::atomic::AtomicU64::new(0),
@@ -297,6 +301,7 @@ impl Session {
                 let Some((_, reg)) = self.register(id) else {
                     return;
                 };
+                self.initialized.store(true, Ordering::Release);
                 let params = env.params.map_or("{}", RawValue::get).to_owned();
                 let me = self.clone();
                 let id = id.to_owned();
@@ -309,7 +314,7 @@ impl Session {
                     }
                 });
             }
-            _ if !self.router.is_started() => self.refuse(
+            _ if !self.initialized.load(Ordering::Acquire) => self.refuse(
                 id,
                 code::INVALID_REQUEST,
                 "the session is not initialized: send initialize first",
