@@ -488,3 +488,58 @@ async fn a_durable_call_finds_its_upstream_by_its_namespaced_name() {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.path()));
     }
 }
+
+#[tokio::test]
+async fn an_upstreams_own_task_is_followed_through_the_upstream_that_made_it() {
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &[]),
+        fake_table("beta", &["--mode", "tasks", "--task-seconds", "0.2"])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    let created = p
+        .call(
+            json!(1),
+            "tools/call",
+            json!({"name": "beta_research", "arguments": {"topic": "x"}, "task": {"ttl": 60000}}),
+            ANSWER,
+        )
+        .await
+        .expect("answered")
+        .response;
+    let task = created
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("the upstream's task handle: {created}"))
+        .to_owned();
+    let got = p
+        .call(json!(2), "tasks/get", json!({"taskId": task}), ANSWER)
+        .await
+        .expect("answered")
+        .response;
+    assert!(
+        got.get("result").is_some(),
+        "tasks/get routed to beta: {got}"
+    );
+    let result = p
+        .call(json!(3), "tasks/result", json!({"taskId": task}), ANSWER)
+        .await
+        .expect("answered")
+        .response;
+    assert!(
+        result.get("result").is_some(),
+        "tasks/result routed to beta: {result}"
+    );
+    let unknown = p
+        .call(
+            json!(4),
+            "tasks/get",
+            json!({"taskId": "nobody-made-this"}),
+            ANSWER,
+        )
+        .await
+        .expect("answered")
+        .response;
+    assert_eq!(unknown["error"]["code"], json!(-32602), "{unknown}");
+}

@@ -160,6 +160,12 @@ impl Session {
                 _ => None,
             },
             "logging/setLevel" => return self.broadcast(id, method, params).await,
+            // An upstream's own task: the upstream that created it for one of our calls.
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                let task = p.get("taskId").and_then(Value::as_str);
+                let routes = self.router.routes();
+                task.and_then(|t| routes.iter().find(|r| r.upstream.has_task(t)).cloned())
+            }
             _ => {
                 return jsonrpc::error_response(
                     id,

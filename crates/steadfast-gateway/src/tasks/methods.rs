@@ -199,7 +199,7 @@ pub(crate) async fn serve(
     };
     let row = match d.store().get(task_id, d.shared.now()).await {
         Ok(Some(r)) => r,
-        Ok(None) if upstream_has_tasks(session) => {
+        Ok(None) if upstream_has_tasks(session, task_id) => {
             // The upstream's own task (created by a relayed call): relay.
             return session.forward(id, method, params).await;
         }
@@ -355,12 +355,18 @@ async fn list(d: &Durable, session: &Session, id: &str, p: &Value) -> Vec<u8> {
     jsonrpc::result_response(id, &out.to_string())
 }
 
-fn upstream_has_tasks(session: &Session) -> bool {
-    // With several upstreams a task id names no upstream: it is not relayed.
-    !session.router.is_namespaced()
-        && session
-            .upstream()
-            .init_result()
-            .and_then(|r| serde_json::from_str::<Value>(&r).ok())
-            .is_some_and(|v| v.pointer("/capabilities/tasks").is_some())
+fn upstream_has_tasks(session: &Session, task_id: &str) -> bool {
+    // With several upstreams, the one that created the task for one of our calls.
+    if session.router.is_namespaced() {
+        return session
+            .router
+            .routes()
+            .iter()
+            .any(|r| r.upstream.has_task(task_id));
+    }
+    session
+        .upstream()
+        .init_result()
+        .and_then(|r| serde_json::from_str::<Value>(&r).ok())
+        .is_some_and(|v| v.pointer("/capabilities/tasks").is_some())
 }

@@ -236,6 +236,11 @@ impl Upstream {
         self.shutdown.cancel();
     }
 
+    /// Whether this upstream created task `task` for one of our calls (its own tasks, relayed).
+    pub fn has_task(&self, task: &str) -> bool {
+        self.task_owners.get(task).is_some()
+    }
+
     /// Resolves once [`Upstream::shutdown`] has been called (a reload removed it, or the proxy
     /// is stopping).
     pub async fn shutting_down(&self) {
