@@ -7,6 +7,7 @@
 //! listed. Every route has its own supervisor, breakers and budget, so one dead upstream costs
 //! the others nothing.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -162,9 +163,9 @@ impl Router {
 
     /// The route and the upstream's own name for a name a client sent; `None` if no upstream
     /// owns it.
-    pub fn resolve(&self, kind: Kind, name: &str) -> Option<(Arc<Route>, String)> {
+    pub fn resolve<'n>(&self, kind: Kind, name: &'n str) -> Option<(Arc<Route>, Cow<'n, str>)> {
         let Some(sep) = &self.separator else {
-            return Some((self.first(), name.to_owned()));
+            return Some((self.first(), Cow::Borrowed(name)));
         };
         let routes = self.routes();
         for r in routes.iter() {
@@ -174,7 +175,7 @@ impl Router {
                 Kind::Prompt => &names.prompts,
             };
             if let Some(original) = map.get(name) {
-                return Some((r.clone(), original.clone()));
+                return Some((r.clone(), Cow::Owned(original.clone())));
             }
         }
         // Not listed (yet) in this process: the prefix decides, the rest is the name.
@@ -182,7 +183,7 @@ impl Router {
             name.strip_prefix(r.prefix.as_str())
                 .and_then(|rest| rest.strip_prefix(sep.as_str()))
                 .filter(|rest| !rest.is_empty())
-                .map(|rest| (r.clone(), rest.to_owned()))
+                .map(|rest| (r.clone(), Cow::Borrowed(rest)))
         })
     }
 
@@ -498,7 +499,7 @@ impl crate::tasks::Resolve for Router {
         Some(crate::tasks::Target {
             upstream: route.upstream.clone(),
             tools: route.tools.clone(),
-            name,
+            name: name.into_owned(),
             key: tool.to_owned(),
         })
     }

@@ -14,6 +14,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
+use crate::call_params::CallParams;
 use crate::client::Client;
 use crate::framing::Frame;
 use crate::jsonrpc::{self, Envelope, Kind, Malformed, code};
@@ -302,12 +303,11 @@ impl Session {
                 let Some((ct, reg)) = self.register(id) else {
                     return;
                 };
-                let params: Value = match env.params.map(|p| serde_json::from_str(p.get())) {
-                    Some(Ok(v @ Value::Object(_)))
-                        if v.get("name").is_some_and(Value::is_string) =>
-                    {
-                        v
-                    }
+                // Decoded only when something must read or rewrite them; checked either way.
+                let decode = self.router.is_namespaced();
+                let parsed = env.params.map(|p| CallParams::parse(p.get(), decode));
+                let params = match parsed {
+                    Some(Ok(Some(p))) => p,
                     Some(Err(e)) => {
                         drop(reg);
                         return self.refuse(
@@ -328,13 +328,21 @@ impl Session {
                 let me = self.clone();
                 let id = id.to_owned();
                 // [tasks] A task-augmented call to a durable tool: a task handle at once.
-                if let Some(d) = crate::tasks::durable_call(self, &params) {
-                    tokio::spawn(async move {
-                        let _reg = reg;
-                        me.client.respond(&id, d.create(&me, &id, params).await);
-                    });
-                    return;
-                }
+                // (Params with a `task` member are always decoded.)
+                let durable = match &params {
+                    CallParams::Value(v) => crate::tasks::durable_call(self, v),
+                    CallParams::Raw { .. } => None,
+                };
+                let params = match (durable, params) {
+                    (Some(d), CallParams::Value(params)) => {
+                        tokio::spawn(async move {
+                            let _reg = reg;
+                            me.client.respond(&id, d.create(&me, &id, params).await);
+                        });
+                        return;
+                    }
+                    (_, params) => params,
+                };
                 tokio::spawn(async move {
                     let _reg = reg;
                     if let Some(line) = crate::tool_call::run(&me, &id, params, &ct).await {
