@@ -351,12 +351,25 @@ fn response(id: &str, key: &str, raw: &str) -> Vec<u8> {
 
 /// A request line.
 pub fn request(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
-    let method = serde_json::to_string(method).unwrap_or_default();
-    let mut out = Vec::with_capacity(64 + params.map_or(0, str::len));
+    let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.as_bytes());
+    request_rest(out, method, params)
+}
+
+/// A request line with a numeric id (the proxy's own ids upstream), written without an
+/// intermediate string.
+pub fn request_numbered(id: u64, method: &str, params: Option<&str>) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, str::len));
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    let _ = write!(out, "{id}");
+    request_rest(out, method, params)
+}
+
+fn request_rest(mut out: Vec<u8>, method: &str, params: Option<&str>) -> Vec<u8> {
     out.extend_from_slice(b",\"method\":");
-    out.extend_from_slice(method.as_bytes());
+    push_json_str(&mut out, method);
     if let Some(p) = params {
         out.extend_from_slice(b",\"params\":");
         out.extend_from_slice(p.as_bytes());
@@ -365,12 +378,23 @@ pub fn request(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
     out
 }
 
+/// `s` as a JSON string: as it is between quotes when nothing in it needs escaping (every
+/// method name the proxy sends), else through serde_json.
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
 /// A notification line.
 pub fn notification(method: &str, params: Option<&str>) -> Vec<u8> {
-    let method = serde_json::to_string(method).unwrap_or_default();
-    let mut out = Vec::with_capacity(48 + params.map_or(0, str::len));
+    let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
-    out.extend_from_slice(method.as_bytes());
+    push_json_str(&mut out, method);
     if let Some(p) = params {
         out.extend_from_slice(b",\"params\":");
         out.extend_from_slice(p.as_bytes());
@@ -449,6 +473,24 @@ mod tests {
             )
             .unwrap_err(),
             Malformed::Batch(vec!["1".into()])
+        );
+    }
+
+    #[test]
+    fn request_lines_escape_only_what_json_needs() {
+        for method in ["tools/call", "a\"b", "a\\b", "tab\there", "é/ü", ""] {
+            let line = request_numbered(7, method, Some("{}"));
+            let v: Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(v["method"], method);
+            assert_eq!(line, request("7", method, Some("{}")));
+            assert_eq!(
+                serde_json::from_slice::<Value>(&notification(method, None)).unwrap()["method"],
+                method
+            );
+        }
+        assert_eq!(
+            request_numbered(18446744073709551615, "m", None),
+            b"{\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"m\"}\n"
         );
     }
 

@@ -42,7 +42,9 @@ pub struct Session {
     pub tasks: crate::tasks::SessionTasks,
     /// Requests in flight by client id: a serial (so a finished task never removes a newer
     /// request that reused its id) and the request's cancellation.
-    in_flight: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    /// (Keyed by the id shared with the request's task: one allocation per request. Ids are
+    /// the client's, so the hasher stays a keyed one.)
+    in_flight: Mutex<HashMap<Arc<str>, (u64, CancellationToken), foldhash::fast::RandomState>>,
     serial: std::sync::atomic::AtomicU64,
     warned_garbage: AtomicBool,
     warned_unlisted: AtomicBool,
@@ -57,7 +59,7 @@ impl std::fmt::Debug for Session {
 /// Removes a request from the in-flight table however its task ends.
 struct Registered {
     session: Arc<Session>,
-    id: String,
+    id: Arc<str>,
     serial: u64,
 }
 
@@ -69,10 +71,10 @@ impl Drop for Registered {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if map
-            .get(&self.id)
+            .get(&*self.id)
             .is_some_and(|(serial, _)| *serial == self.serial)
         {
-            map.remove(&self.id);
+            map.remove(&*self.id);
             metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
         }
         if map.is_empty() && map.capacity() > 64 {
@@ -259,13 +261,14 @@ impl Session {
         }
         let ct = CancellationToken::new();
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
-        map.insert(id.to_owned(), (serial, ct.clone()));
+        let id: Arc<str> = id.into();
+        map.insert(id.clone(), (serial, ct.clone()));
         metrics::gauge!("steadfast_requests_in_flight").increment(1.0);
         Some((
             ct,
             Registered {
                 session: self.clone(),
-                id: id.to_owned(),
+                id,
                 serial,
             },
         ))
@@ -284,7 +287,7 @@ impl Session {
                 };
                 let params = env.params.map_or("{}", RawValue::get).to_owned();
                 let me = self.clone();
-                let id = id.to_owned();
+                let id = reg.id.clone();
                 tokio::spawn(async move {
                     let _reg = reg;
                     if me.router.is_namespaced() {
@@ -326,7 +329,7 @@ impl Session {
                     }
                 };
                 let me = self.clone();
-                let id = id.to_owned();
+                let id = reg.id.clone();
                 // [tasks] A task-augmented call to a durable tool: a task handle at once.
                 // (Params with a `task` member are always decoded.)
                 let durable = match &params {
@@ -355,7 +358,7 @@ impl Session {
                     return;
                 };
                 let me = self.clone();
-                let id = id.to_owned();
+                let id = reg.id.clone();
                 let method = method.to_owned();
                 let params = env.params.map(|p| p.get().to_owned());
                 // [tasks] tasks/* served from the durable store while it is open.
@@ -568,7 +571,7 @@ impl Session {
                     .in_flight
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
+                    .remove(id.as_str());
                 if let Some((_, ct)) = ct {
                     metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
                     ct.cancel();

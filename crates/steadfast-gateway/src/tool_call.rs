@@ -117,7 +117,9 @@ pub async fn run(
             cancel,
             |_| {
                 let route = route.clone();
-                async move {
+                // Boxed: the engine moves each attempt's future into its timeout, its race with
+                // cancellation and its judge; a pointer moves cheaply, this future does not.
+                Box::pin(async move {
                     // Every attempt sent counts: a retry is a call.
                     if let (Some(limit), Some(keys)) = (limit, keys) {
                         limit.acquire(keys).await.map_err(CallFailure::Limited)?;
@@ -156,7 +158,7 @@ pub async fn run(
                     };
                     guard.finish();
                     into_answer(reply, max_size)
-                }
+                })
             },
             move |answer: Answer| {
                 if !answer.is_error {

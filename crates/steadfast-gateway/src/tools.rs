@@ -34,7 +34,9 @@ pub struct Tools {
     /// The upstream these tools belong to (its budget, and the budget's shared key).
     upstream: String,
     policies: RwLock<Arc<Policies>>,
-    entries: Mutex<HashMap<String, Arc<ToolEntry>>>,
+    /// Looked up on every call: a fast hasher, seeded per process (names come from the
+    /// upstream's list).
+    entries: Mutex<HashMap<String, Arc<ToolEntry>, foldhash::fast::RandomState>>,
     breakers: Mutex<HashMap<String, CircuitBreaker>>,
     /// Per-tool metrics.
     pub metrics: Metrics,
