@@ -174,13 +174,9 @@ pub async fn run(
             },
         ))
         .await;
-    // Labelled by name only for tools the upstream lists: made-up names cannot grow the
-    // metric's label set.
-    let label = if listed {
-        name.to_owned()
-    } else {
-        "unlisted".to_owned()
-    };
+    // Labelled by name only for tools the upstream lists (the entry of an unlisted name is the
+    // shared one, labelled `unlisted`): made-up names cannot grow the metric's label set.
+    let label = metrics::SharedString::from(entry.label.clone());
     metrics::histogram!("steadfast_tool_call_duration_seconds", "tool" => label)
         .record(started.elapsed().as_secs_f64());
     if cancel.is_cancelled() {

@@ -19,6 +19,9 @@ pub struct ToolEntry {
     pub settings: ResolvedTool,
     /// The breaker, unless disabled.
     pub breaker: Option<CircuitBreaker>,
+    /// The `tool` label of its latency histogram: its name, or `unlisted` for the shared
+    /// entry (one string for every call).
+    pub(crate) label: Arc<str>,
 }
 
 /// What a config reload replaces: settings, the budget and the call limit.
@@ -100,6 +103,7 @@ impl Tools {
             unlisted: Arc::new(ToolEntry {
                 settings: config.tool(""),
                 breaker: None,
+                label: "unlisted".into(),
             }),
             config,
             budget,
@@ -168,7 +172,11 @@ impl Tools {
                 })
                 .clone()
         });
-        let entry = Arc::new(ToolEntry { settings, breaker });
+        let entry = Arc::new(ToolEntry {
+            settings,
+            breaker,
+            label: name.into(),
+        });
         entries.insert(name.to_owned(), entry.clone());
         entry
     }
