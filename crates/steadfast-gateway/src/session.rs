@@ -346,12 +346,14 @@ impl Session {
                     }
                     (_, params) => params,
                 };
-                tokio::spawn(async move {
+                // Boxed: the call's future is large, and spawning moved it through the runtime's
+                // layers four times; a pointer moves cheaply.
+                tokio::spawn(Box::pin(async move {
                     let _reg = reg;
                     if let Some(line) = crate::tool_call::run(&me, &id, params, &ct).await {
                         me.client.respond(&id, line);
                     }
-                });
+                }));
             }
             _ => {
                 let Some((ct, reg)) = self.register(id) else {
