@@ -224,7 +224,10 @@ pub(crate) fn timed_out(after: Option<std::time::Duration>) -> CallFailure {
 pub(crate) fn into_answer(reply: Reply, max_size: usize) -> Result<Answer, CallFailure> {
     match reply {
         Reply::Result(raw) => {
-            let is_error = memchr::memmem::find(raw.as_bytes(), b"\"isError\"").is_some()
+            // Every result is searched: the searcher is built once, not per result.
+            static IS_ERROR: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+                std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"isError\""));
+            let is_error = IS_ERROR.find(raw.as_bytes()).is_some()
                 && serde_json::from_str::<Value>(&raw)
                     .ok()
                     .and_then(|v| v.get("isError").and_then(Value::as_bool))
