@@ -581,6 +581,9 @@ async fn a_lost_sessions_hung_event_stream_is_closed() {
     let pid = server.pid().unwrap() as i32;
     // SAFETY: signalling the fake upstream this test started.
     unsafe { libc::kill(pid, libc::SIGUSR1) };
+    // The fake handles the signal on its own time: the request must come after it (a fast
+    // proxy could send it before, and the session was then never lost).
+    wait_count(&counts, "sessions_forgotten", 1).await;
     p.call(json!(5), "tools/list", json!({}), ANSWER)
         .await
         .expect("tools/list answered");

@@ -564,6 +564,9 @@ class HttpState:
     def forget_sessions(self):
         with self.lock:
             self.sessions.clear()
+        # Counted, so a test that signals can wait until the sessions are gone before its next
+        # request (the signal is handled asynchronously).
+        self.fake.counter.bump("sessions_forgotten")
 
 
 def make_handler(state):
