@@ -52,6 +52,9 @@ impl CallParams {
     /// the decoding error. `decode` forces a decoded `Value` (e.g. names are namespaced).
     /// `Ok(None)`: valid JSON, but not an object with a string `name`.
     pub fn parse(text: &str, decode: bool) -> Result<Option<Self>, serde_json::Error> {
+        if decode {
+            return serde_json::from_str(text).map(Self::decoded);
+        }
         // Where the pass fails, decoding is asked for its own error (the same one, but it is
         // the reference).
         let scan = match scan(text) {
@@ -66,7 +69,7 @@ impl CallParams {
             Cow::Owned(_) => None,
         };
         match raw_name {
-            Some(start) if !(decode || scan.progress_token || scan.task) => Ok(Some(Self::Raw {
+            Some(start) if !(scan.progress_token || scan.task) => Ok(Some(Self::Raw {
                 text: text.to_owned(),
                 name: start..start + name.len(),
             })),
