@@ -83,9 +83,10 @@ pub async fn run(
     let max = policy.attempt_max;
     let mode = policy.retry_on_is_error;
     let max_size = upstream.settings().max_message_size;
-    let route = (name_at.is_none())
-        .then(|| params.pointer("/_meta/progressToken"))
-        .flatten()
+    // (Raw params have no progress token: `CallParams::parse` decodes those; `params` is
+    // `null` for them.)
+    let route = params
+        .pointer("/_meta/progressToken")
         .map(|t| ProgressRoute {
             client: session.client.clone(),
             token: t.to_string().into(),
