@@ -84,9 +84,10 @@ pub async fn run(
     let mode = policy.retry_on_is_error;
     let max_size = upstream.settings().max_message_size;
     // (Raw params have no progress token: `CallParams::parse` decodes those; `params` is
-    // `null` for them.)
+    // `null` for them. Looked up member by member: `Value::pointer` allocates for each step.)
     let route = params
-        .pointer("/_meta/progressToken")
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
         .map(|t| ProgressRoute {
             client: session.client.clone(),
             token: t.to_string().into(),
