@@ -26,7 +26,8 @@ pub struct Client {
     server_requests: ServerRequests,
     next: AtomicU64,
     /// Responses awaited by a front that answers each request on its own (an HTTP POST).
-    waiters: Mutex<HashMap<String, Waiter>>,
+    /// (Empty on the stdio front: a response then costs no hashing of its id.)
+    waiters: Mutex<HashMap<String, Waiter, foldhash::fast::RandomState>>,
     /// The task feeding the client's event stream (HTTP front): one per client.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) stream: Mutex<Option<tokio_util::sync::CancellationToken>>,
@@ -75,11 +76,7 @@ impl Client {
 
     /// Hands `line` to the front awaiting `id`; gives it back when none is (any more).
     fn to_waiter(&self, id: &str, line: Vec<u8>) -> Result<(), Vec<u8>> {
-        let waiter = self
-            .waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
+        let waiter = self.take_waiter(id);
         match waiter {
             Some(Waiter::Once(tx)) => tx.send(line),
             Some(Waiter::Stream(stream)) => stream.finish(line),
@@ -91,11 +88,7 @@ impl Client {
     /// messages, pings, refusals): on the queue they count against the notification cap, so a
     /// client that floods junk and does not read cannot grow the proxy's memory.
     pub fn respond_capped(&self, id: &str, line: Vec<u8>) {
-        let waiter = self
-            .waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
+        let waiter = self.take_waiter(id);
         match waiter {
             Some(Waiter::Once(tx)) => {
                 let _ = tx.send(line);
@@ -107,6 +100,14 @@ impl Client {
                 self.out.push_notification(line);
             }
         }
+    }
+
+    fn take_waiter(&self, id: &str) -> Option<Waiter> {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+        if waiters.is_empty() {
+            return None;
+        }
+        waiters.remove(id)
     }
 
     /// Awaits the response to request `id` apart from the queue (for a front that answers each

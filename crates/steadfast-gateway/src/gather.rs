@@ -265,6 +265,7 @@ impl Session {
     fn rename(&self, params: &mut Value, pointer: &str, kind: Kind) -> Option<Arc<Route>> {
         let slot = params.pointer_mut(pointer)?;
         let (route, original) = self.router.resolve(kind, slot.as_str()?)?;
+        let original = original.into_owned();
         *slot = Value::String(original);
         Some(route)
     }

@@ -100,13 +100,21 @@ impl<'a> Envelope<'a> {
             let e = serde_json::from_slice::<Value>(b"?").unwrap_err();
             return Err(classify_parse_failure(line, &e));
         }
-        let env: Envelope<'a> = match serde_json::from_slice(line) {
+        // Read as text once checked as UTF-8 (one pass over the line, where reading bytes
+        // checks every string and raw value again); other lines are read as bytes, so their
+        // errors stay what they were.
+        let parsed = match std::str::from_utf8(line) {
+            Ok(text) => serde_json::from_str(text),
+            Err(_) => serde_json::from_slice(line),
+        };
+        let env: Envelope<'a> = match parsed {
             Ok(e) => e,
             Err(e) => return Err(classify_parse_failure(line, &e)),
         };
-        let id = env.id.map(|r| r.get().to_owned());
+        // The id's copy is made only for an error.
+        let id = || env.id.map(|r| r.get().to_owned());
         let invalid = |message: &str| Malformed::Invalid {
-            id: id.clone(),
+            id: id(),
             code: code::INVALID_REQUEST,
             message: message.to_owned(),
         };
@@ -131,9 +139,10 @@ impl<'a> Envelope<'a> {
             }
         }
         if let Some(p) = env.params {
-            if too_deep(p.get().as_bytes(), MAX_DEPTH) {
+            // Nesting deeper than the limit takes more brackets than a shorter text has.
+            if p.get().len() > MAX_DEPTH && too_deep(p.get().as_bytes(), MAX_DEPTH) {
                 return Err(Malformed::Invalid {
-                    id,
+                    id: id(),
                     code: code::INVALID_REQUEST,
                     message: format!(
                         "invalid request: params nested deeper than {MAX_DEPTH} levels"
@@ -143,7 +152,7 @@ impl<'a> Envelope<'a> {
             let first = p.get().as_bytes().first();
             if !matches!(first, Some(b'{' | b'[')) {
                 return Err(Malformed::Invalid {
-                    id,
+                    id: id(),
                     code: code::INVALID_PARAMS,
                     message: "invalid params: params must be an object or an array".to_owned(),
                 });
@@ -186,9 +195,10 @@ fn valid_id(raw: &str) -> bool {
         return true;
     }
     let digits = raw.strip_prefix('-').unwrap_or(raw);
+    // Up to 18 digits always fit; longer ones are parsed to be sure.
     !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
-        && (raw.parse::<i64>().is_ok() || raw.parse::<u64>().is_ok())
+        && (digits.len() <= 18 || raw.parse::<i64>().is_ok() || raw.parse::<u64>().is_ok())
 }
 
 fn classify_parse_failure(line: &[u8], e: &serde_json::Error) -> Malformed {
@@ -341,7 +351,8 @@ pub fn raw_error_response(id: &str, error: &str) -> Vec<u8> {
 
 /// `{"jsonrpc":"2.0","id":ID,"KEY":RAW}` and a newline, written without re-encoding `raw`.
 fn response(id: &str, key: &str, raw: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(raw.len() + id.len() + 32);
+    // The fixed parts are 34 bytes with a 6-byte key: no regrowth.
+    let mut out = Vec::with_capacity(raw.len() + id.len() + key.len() + 28);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(b",\"");
@@ -354,12 +365,39 @@ fn response(id: &str, key: &str, raw: &str) -> Vec<u8> {
 
 /// A request line.
 pub fn request(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
-    let method = serde_json::to_string(method).unwrap_or_default();
-    let mut out = Vec::with_capacity(64 + params.map_or(0, str::len));
+    let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.as_bytes());
+    request_rest(out, method, params)
+}
+
+/// A request line with a numeric id (the proxy's own ids upstream), written without an
+/// intermediate string.
+pub fn request_numbered(id: u64, method: &str, params: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, str::len));
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    push_u64(&mut out, id);
+    request_rest(out, method, params)
+}
+
+/// `n` in decimal, without the formatting machinery.
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+fn request_rest(mut out: Vec<u8>, method: &str, params: Option<&str>) -> Vec<u8> {
     out.extend_from_slice(b",\"method\":");
-    out.extend_from_slice(method.as_bytes());
+    push_json_str(&mut out, method);
     if let Some(p) = params {
         out.extend_from_slice(b",\"params\":");
         out.extend_from_slice(p.as_bytes());
@@ -368,12 +406,23 @@ pub fn request(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
     out
 }
 
+/// `s` as a JSON string: as it is between quotes when nothing in it needs escaping (every
+/// method name the proxy sends), else through serde_json.
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
 /// A notification line.
 pub fn notification(method: &str, params: Option<&str>) -> Vec<u8> {
-    let method = serde_json::to_string(method).unwrap_or_default();
-    let mut out = Vec::with_capacity(48 + params.map_or(0, str::len));
+    let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
-    out.extend_from_slice(method.as_bytes());
+    push_json_str(&mut out, method);
     if let Some(p) = params {
         out.extend_from_slice(b",\"params\":");
         out.extend_from_slice(p.as_bytes());
@@ -441,6 +490,47 @@ mod tests {
     }
 
     #[test]
+    fn ids_within_64_bits_are_valid_and_larger_ones_not() {
+        for ok in [
+            "0",
+            "-1",
+            "123456789012345678",
+            "9223372036854775807",
+            "18446744073709551615",
+            "-9223372036854775808",
+            "\"x\"",
+        ] {
+            assert!(valid_id(ok), "{ok}");
+        }
+        for bad in [
+            "18446744073709551616",
+            "-9223372036854775809",
+            "1.5",
+            "",
+            "-",
+            "1e3",
+            "true",
+        ] {
+            assert!(!valid_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_refused_as_before() {
+        // Read as bytes: the error names the bad byte's place, and the id is echoed.
+        let line = b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"m\",\"params\":{\"a\":\"\xff\"}}";
+        let Err(Malformed::Invalid { id, message, .. }) = Envelope::parse(line) else {
+            panic!("not refused");
+        };
+        assert_eq!(id.as_deref(), Some("4"));
+        assert!(message.contains("column"), "{message}");
+        // Shallow params (shorter than the nesting limit) pass without the depth scan.
+        let (env, _) =
+            Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"m","params":[[[[]]]]}"#).unwrap();
+        assert_eq!(env.params.unwrap().get(), "[[[[]]]]");
+    }
+
+    #[test]
     fn garbage_is_not_answered_and_batches_are() {
         assert_eq!(
             Envelope::parse(b"hello world").unwrap_err(),
@@ -452,6 +542,25 @@ mod tests {
             )
             .unwrap_err(),
             Malformed::Batch(vec!["1".into()])
+        );
+    }
+
+    #[test]
+    fn request_lines_escape_only_what_json_needs() {
+        for method in ["tools/call", "a\"b", "a\\b", "tab\there", "é/ü", ""] {
+            let line = request_numbered(7, method, Some("{}"));
+            let v: Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(v["method"], method);
+            assert_eq!(line, request("7", method, Some("{}")));
+            assert_eq!(
+                serde_json::from_slice::<Value>(&notification(method, None)).unwrap()["method"],
+                method
+            );
+        }
+        assert_eq!(request_numbered(0, "m", None), request("0", "m", None));
+        assert_eq!(
+            request_numbered(18446744073709551615, "m", None),
+            b"{\"jsonrpc\":\"2.0\",\"id\":18446744073709551615,\"method\":\"m\"}\n"
         );
     }
 

@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub mod call_params;
 pub mod client;
 pub mod config;
 pub mod framing;

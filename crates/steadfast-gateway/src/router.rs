@@ -7,6 +7,7 @@
 //! listed. Every route has its own supervisor, breakers and budget, so one dead upstream costs
 //! the others nothing.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -169,9 +170,9 @@ impl Router {
 
     /// The route and the upstream's own name for a name a client sent; `None` if no upstream
     /// owns it.
-    pub fn resolve(&self, kind: Kind, name: &str) -> Option<(Arc<Route>, String)> {
+    pub fn resolve<'n>(&self, kind: Kind, name: &'n str) -> Option<(Arc<Route>, Cow<'n, str>)> {
         let Some(sep) = &self.separator else {
-            return Some((self.first(), name.to_owned()));
+            return Some((self.first(), Cow::Borrowed(name)));
         };
         let routes = self.routes();
         for r in routes.iter() {
@@ -181,7 +182,7 @@ impl Router {
                 Kind::Prompt => &names.prompts,
             };
             if let Some(original) = map.get(name) {
-                return Some((r.clone(), original.clone()));
+                return Some((r.clone(), Cow::Owned(original.clone())));
             }
         }
         // Not listed (yet) to a client in this process: the prefix decides the upstream; the
@@ -199,10 +200,10 @@ impl Router {
                 .iter()
                 .find(|o| self.name_for(&route, sep, o, &listed) == name)
             {
-                return Some((route.clone(), original.clone()));
+                return Some((route.clone(), Cow::Owned(original.clone())));
             }
         }
-        Some((route, rest.to_owned()))
+        Some((route, Cow::Borrowed(rest)))
     }
 
     /// The name clients see for `original` among the upstream's `listed` tools: the plain
@@ -539,7 +540,7 @@ impl crate::tasks::Resolve for Router {
         Some(crate::tasks::Target {
             upstream: route.upstream.clone(),
             tools: route.tools.clone(),
-            name,
+            name: name.into_owned(),
             key: tool.to_owned(),
         })
     }

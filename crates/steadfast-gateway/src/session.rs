@@ -14,6 +14,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
+use crate::call_params::CallParams;
 use crate::client::Client;
 use crate::framing::Frame;
 use crate::jsonrpc::{self, Envelope, Kind, Malformed, code};
@@ -44,7 +45,9 @@ pub struct Session {
     pub tasks: crate::tasks::SessionTasks,
     /// Requests in flight by client id: a serial (so a finished task never removes a newer
     /// request that reused its id) and the request's cancellation.
-    in_flight: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    /// (Keyed by the id shared with the request's task: one allocation per request. Ids are
+    /// the client's, so the hasher stays a keyed one.)
+    in_flight: Mutex<HashMap<Arc<str>, (u64, CancellationToken), foldhash::fast::RandomState>>,
     serial: std::sync::atomic::AtomicU64,
     warned_garbage: AtomicBool,
     warned_unlisted: AtomicBool,
@@ -56,10 +59,16 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// The in-flight table's capacity above which an emptied table is shrunk (and the heap
+/// trimmed). Below it the table is kept: a client that keeps ~100 calls in flight empties it
+/// now and then, and shrinking it each time made it grow again (five rehashes per cycle, a
+/// few percent of the proxy's work per call at 64 in flight). Kept, it is a few KiB.
+const SHRINK_ABOVE: usize = 256;
+
 /// Removes a request from the in-flight table however its task ends.
 struct Registered {
     session: Arc<Session>,
-    id: String,
+    id: Arc<str>,
     serial: u64,
 }
 
@@ -71,13 +80,13 @@ impl Drop for Registered {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if map
-            .get(&self.id)
+            .get(&*self.id)
             .is_some_and(|(serial, _)| *serial == self.serial)
         {
-            map.remove(&self.id);
+            map.remove(&*self.id);
             metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
         }
-        if map.is_empty() && map.capacity() > 64 {
+        if map.is_empty() && map.capacity() > SHRINK_ABOVE {
             // A burst is over: give its memory back rather than keep the high-water mark.
             map.shrink_to_fit();
             drop(map);
@@ -278,13 +287,14 @@ impl Session {
         }
         let ct = CancellationToken::new();
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
-        map.insert(id.to_owned(), (serial, ct.clone()));
+        let id: Arc<str> = id.into();
+        map.insert(id.clone(), (serial, ct.clone()));
         metrics::gauge!("steadfast_requests_in_flight").increment(1.0);
         Some((
             ct,
             Registered {
                 session: self.clone(),
-                id: id.to_owned(),
+                id,
                 serial,
             },
         ))
@@ -304,7 +314,7 @@ impl Session {
                 self.initialized.store(true, Ordering::Release);
                 let params = env.params.map_or("{}", RawValue::get).to_owned();
                 let me = self.clone();
-                let id = id.to_owned();
+                let id = reg.id.clone();
                 tokio::spawn(async move {
                     let _reg = reg;
                     if me.router.is_namespaced() {
@@ -323,12 +333,11 @@ impl Session {
                 let Some((ct, reg)) = self.register(id) else {
                     return;
                 };
-                let params: Value = match env.params.map(|p| serde_json::from_str(p.get())) {
-                    Some(Ok(v @ Value::Object(_)))
-                        if v.get("name").is_some_and(Value::is_string) =>
-                    {
-                        v
-                    }
+                // Decoded only when something must read or rewrite them; checked either way.
+                let decode = self.router.is_namespaced();
+                let parsed = env.params.map(|p| CallParams::parse(p.get(), decode));
+                let params = match parsed {
+                    Some(Ok(Some(p))) => p,
                     Some(Err(e)) => {
                         drop(reg);
                         return self.refuse(
@@ -347,28 +356,38 @@ impl Session {
                     }
                 };
                 let me = self.clone();
-                let id = id.to_owned();
+                let id = reg.id.clone();
                 // [tasks] A task-augmented call to a durable tool: a task handle at once.
-                if let Some(d) = crate::tasks::durable_call(self, &params) {
-                    tokio::spawn(async move {
-                        let _reg = reg;
-                        me.client.respond(&id, d.create(&me, &id, params).await);
-                    });
-                    return;
-                }
-                tokio::spawn(async move {
+                // (Params with a `task` member are always decoded.)
+                let durable = match &params {
+                    CallParams::Value(v) => crate::tasks::durable_call(self, v),
+                    CallParams::Raw { .. } => None,
+                };
+                let params = match (durable, params) {
+                    (Some(d), CallParams::Value(params)) => {
+                        tokio::spawn(async move {
+                            let _reg = reg;
+                            me.client.respond(&id, d.create(&me, &id, params).await);
+                        });
+                        return;
+                    }
+                    (_, params) => params,
+                };
+                // Boxed: the call's future is large, and spawning moved it through the runtime's
+                // layers four times; a pointer moves cheaply.
+                tokio::spawn(Box::pin(async move {
                     let _reg = reg;
                     if let Some(line) = crate::tool_call::run(&me, &id, params, &ct).await {
                         me.client.respond(&id, line);
                     }
-                });
+                }));
             }
             _ => {
                 let Some((ct, reg)) = self.register(id) else {
                     return;
                 };
                 let me = self.clone();
-                let id = id.to_owned();
+                let id = reg.id.clone();
                 let method = method.to_owned();
                 let params = env.params.map(|p| p.get().to_owned());
                 // [tasks] tasks/* served from the durable store while it is open.

@@ -6,6 +6,7 @@
 //! what the model is told are steadfast-mcp's (`ToolCall::run_judged`), the same code the rmcp
 //! middleware runs. The result itself is relayed as the server wrote it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, ErrorData};
@@ -14,6 +15,7 @@ use steadfast_mcp::{CallFailure, ToolCall, llm_error_result};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::call_params::CallParams;
 use crate::jsonrpc;
 use crate::router::Kind;
 use crate::session::Session;
@@ -29,38 +31,51 @@ pub(crate) struct Answer {
 pub async fn run(
     session: &Arc<Session>,
     id: &str,
-    mut params: Value,
+    params: CallParams,
     cancel: &CancellationToken,
 ) -> Option<Vec<u8>> {
+    // Raw params go upstream as the client wrote them; decoded ones are written out per
+    // attempt (with the attempt's progress token, or the upstream's own name for the tool).
+    let (text, name_at, mut params) = match params {
+        CallParams::Raw { text, name } => (text, Some(name), Value::Null),
+        CallParams::Value(v) => (String::new(), None, v),
+    };
     // `name` is the name the client sees: policies, breakers, limits and metrics go by it.
-    let name = params
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let name: Cow<'_, str> = match &name_at {
+        Some(at) => Cow::Borrowed(&text[at.clone()]),
+        None => Cow::Owned(
+            params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+    };
+    let name = &*name;
     let config = session.router.config();
-    if config.health_tool.as_deref() == Some(name.as_str()) {
+    if config.health_tool.as_deref() == Some(name) {
         let r = crate::health::result(session);
         return Some(jsonrpc::result_response(id, &r.to_string()));
     }
-    let Some((route, original)) = session.router.resolve(Kind::Tool, &name) else {
+    let Some((route, original)) = session.router.resolve(Kind::Tool, name) else {
         return Some(jsonrpc::error_response(
             id,
             jsonrpc::code::INVALID_PARAMS,
             &format!(
                 "unknown tool `{}`: no upstream of this endpoint has it (upstreams: {})",
-                steadfast::sanitize(&name),
+                steadfast::sanitize(name),
                 session.upstream_names()
             ),
         ));
     };
     if original != name {
-        params["name"] = Value::String(original.clone());
+        // Only decoded params are namespaced (`CallParams::parse`).
+        params["name"] = Value::String(original.to_string());
     }
     let (upstream, tools) = (&route.upstream, &route.tools);
     let listed = upstream.lists(&original);
     let started = Instant::now();
-    let entry = tools.entry(&name, listed);
+    let entry = tools.entry(name, listed);
     let policy = &entry.settings.policy;
     let (read_only, idempotent) = upstream.hints(&original);
     let replay = policy.retry_ambiguous.unwrap_or(read_only || idempotent);
@@ -71,8 +86,11 @@ pub async fn run(
     // The call's own stream (an HTTP POST answered with server-sent events), if any: progress
     // and the server's requests related to any attempt go there.
     let stream = session.client.request_stream(id);
+    // (Raw params have no progress token: `CallParams::parse` decodes those; `params` is
+    // `null` for them. Looked up member by member: `Value::pointer` allocates for each step.)
     let route = params
-        .pointer("/_meta/progressToken")
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
         .map(|t| ProgressRoute {
             client: session.client.clone(),
             token: t.to_string().into(),
@@ -81,29 +99,34 @@ pub async fn run(
             stream: stream.clone(),
         });
     let stream = &stream;
-    let params = &params;
+    let params = match name_at {
+        Some(_) => Params::Raw(&text),
+        None => Params::Value(&params),
+    };
     let limit = tools.call_limit();
     let limit = limit.as_deref();
     // Built only when a limit counts them: three strings per call otherwise wasted.
     let keys = limit.map(|_| {
         steadfast::CallKeys::new()
             .session(session.id.clone())
-            .tool(name.clone())
+            .tool(name.to_owned())
             .upstream(upstream.name.clone())
     });
     let keys = keys.as_ref();
     // Boxed: the engine's future is large, and this one is moved into a task (and its stages)
     // several times; a pointer moves cheaply.
-    let outcome = Box::pin(ToolCall::new(&name, policy)
+    let outcome = Box::pin(ToolCall::new(name, policy)
         .replays_ambiguous(replay)
         .breaker(entry.breaker.clone())
         .budget(tools.budget())
-        .metrics(listed.then(|| tools.metrics.tool(&name)))
+        .metrics(listed.then(|| tools.metrics.tool(name)))
         .run_judged(
             cancel,
             |_| {
                 let route = route.clone();
-                async move {
+                // Boxed: the engine moves each attempt's future into its timeout, its race with
+                // cancellation and its judge; a pointer moves cheaply, this future does not.
+                Box::pin(async move {
                     // Every attempt sent counts: a retry is a call.
                     if let (Some(limit), Some(keys)) = (limit, keys) {
                         limit.acquire(keys).await.map_err(CallFailure::Limited)?;
@@ -113,7 +136,7 @@ pub async fn run(
                     let (guard, mut rx) = upstream.call_related(
                         &link,
                         "tools/call",
-                        Some(Params::Value(params)),
+                        Some(params),
                         route,
                         Some(&session.client),
                         stream.clone(),
@@ -143,7 +166,7 @@ pub async fn run(
                     };
                     guard.finish();
                     into_answer(reply, max_size)
-                }
+                })
             },
             move |answer: Answer| {
                 if !answer.is_error {
@@ -159,13 +182,9 @@ pub async fn run(
             },
         ))
         .await;
-    // Labelled by name only for tools the upstream lists: made-up names cannot grow the
-    // metric's label set.
-    let label = if listed {
-        name.clone()
-    } else {
-        "unlisted".to_owned()
-    };
+    // Labelled by name only for tools the upstream lists (the entry of an unlisted name is the
+    // shared one, labelled `unlisted`): made-up names cannot grow the metric's label set.
+    let label = metrics::SharedString::from(entry.label.clone());
     metrics::histogram!("steadfast_tool_call_duration_seconds", "tool" => label)
         .record(started.elapsed().as_secs_f64());
     if cancel.is_cancelled() {
@@ -213,7 +232,10 @@ pub(crate) fn timed_out(after: Option<std::time::Duration>) -> CallFailure {
 pub(crate) fn into_answer(reply: Reply, max_size: usize) -> Result<Answer, CallFailure> {
     match reply {
         Reply::Result(raw) => {
-            let is_error = memchr::memmem::find(raw.as_bytes(), b"\"isError\"").is_some()
+            // Every result is searched: the searcher is built once, not per result.
+            static IS_ERROR: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+                std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"isError\""));
+            let is_error = IS_ERROR.find(raw.as_bytes()).is_some()
                 && serde_json::from_str::<Value>(&raw)
                     .ok()
                     .and_then(|v| v.get("isError").and_then(Value::as_bool))

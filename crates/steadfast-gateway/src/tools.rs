@@ -19,6 +19,9 @@ pub struct ToolEntry {
     pub settings: ResolvedTool,
     /// The breaker, unless disabled.
     pub breaker: Option<CircuitBreaker>,
+    /// The `tool` label of its latency histogram: its name, or `unlisted` for the shared
+    /// entry (one string for every call).
+    pub(crate) label: Arc<str>,
 }
 
 /// What a config reload replaces: settings, the budget and the call limit.
@@ -34,7 +37,9 @@ pub struct Tools {
     /// The upstream these tools belong to (its budget, and the budget's shared key).
     upstream: String,
     policies: RwLock<Arc<Policies>>,
-    entries: Mutex<HashMap<String, Arc<ToolEntry>>>,
+    /// Looked up on every call: a fast hasher, seeded per process (names come from the
+    /// upstream's list).
+    entries: Mutex<HashMap<String, Arc<ToolEntry>, foldhash::fast::RandomState>>,
     breakers: Mutex<HashMap<String, CircuitBreaker>>,
     /// Per-tool metrics.
     pub metrics: Metrics,
@@ -98,6 +103,7 @@ impl Tools {
             unlisted: Arc::new(ToolEntry {
                 settings: config.tool(""),
                 breaker: None,
+                label: "unlisted".into(),
             }),
             config,
             budget,
@@ -166,7 +172,11 @@ impl Tools {
                 })
                 .clone()
         });
-        let entry = Arc::new(ToolEntry { settings, breaker });
+        let entry = Arc::new(ToolEntry {
+            settings,
+            breaker,
+            label: name.into(),
+        });
         entries.insert(name.to_owned(), entry.clone());
         entry
     }

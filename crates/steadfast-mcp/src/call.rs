@@ -181,7 +181,6 @@ impl<'a> ToolCall<'a> {
         let tool = self.tool.to_owned();
         let mut retry = Retry::<T, CallFailure>::new(self.policy.engine_policy().clone())
             .name(self.tool.to_owned())
-            .should_retry(move |e, _| replay || e.never_ran())
             // Retries are what an operator wants to see at -v: one line each, no error text
             // that has not been through the sanitizer.
             .on_retry(move |ev| {
@@ -194,6 +193,10 @@ impl<'a> ToolCall<'a> {
                     "retrying"
                 );
             });
+        // A call that may replay anything needs no veto (and its allocation).
+        if !replay {
+            retry = retry.should_retry(|e: &CallFailure, _| e.never_ran());
+        }
         if let Some(b) = self.breaker {
             retry = retry.breaker(b);
         }

@@ -130,12 +130,14 @@ pub struct Upstream {
     spec: UpstreamSpec,
     settings: Settings,
     state: watch::Sender<LinkState>,
-    pending: Mutex<HashMap<u64, Pending>>,
+    /// Keyed by our own sequential ids: a fast hasher (no peer chooses them).
+    pending: Mutex<HashMap<u64, Pending, foldhash::fast::FixedState>>,
     next_id: AtomicU64,
     init_params: OnceLock<String>,
     init_result: RwLock<Option<String>>,
-    annotations: RwLock<HashMap<String, (bool, bool)>>,
-    listed: RwLock<HashSet<String>>,
+    /// Both read on every call: a fast hasher, seeded per process (names are the server's).
+    annotations: RwLock<HashMap<String, (bool, bool), foldhash::fast::RandomState>>,
+    listed: RwLock<HashSet<String, foldhash::fast::RandomState>>,
     clients: RwLock<Vec<std::sync::Weak<Client>>>,
     /// The client that most recently sent a request here.
     /// Its serial; 0 for none.
@@ -334,6 +336,12 @@ impl Upstream {
     /// is not waited for: the call fails at once, saying why, and the supervisor keeps trying
     /// on its backoff. An upstream that cannot be reached at all is waited for.
     pub async fn link(&self) -> Result<Arc<Link>, String> {
+        // Connected (the common case): no receiver, no timer.
+        if let LinkState::Up(link) = &*self.state.borrow() {
+            if !link.is_closed() {
+                return Ok(link.clone());
+            }
+        }
         let mut rx = self.state.subscribe();
         let failing = self.failing.load(Ordering::Relaxed);
         if failing >= 2 {
@@ -407,7 +415,9 @@ impl Upstream {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
+    fn pending(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<u64, Pending, foldhash::fast::FixedState>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -484,7 +494,7 @@ impl Upstream {
             id,
             done: false,
         };
-        let line = jsonrpc::request(&id.to_string(), method, params.as_deref());
+        let line = jsonrpc::request_numbered(id, method, params.as_deref());
         if let Err(why) = link.send_request(line, id, exchange) {
             self.settle(id, Reply::NotSent(why));
         }

@@ -49,7 +49,10 @@ impl TaskOwners {
 
 /// The task id a result creates (`{"task": {"taskId": …}}`), if it is one.
 pub(super) fn created_task(result: &str) -> Option<String> {
-    if result.len() > MAX_CREATE_RESULT || !result.contains("\"taskId\"") {
+    // Every result is searched: the searcher is built once, not per result.
+    static TASK_ID: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"taskId\""));
+    if result.len() > MAX_CREATE_RESULT || TASK_ID.find(result.as_bytes()).is_none() {
         return None;
     }
     let v: Value = serde_json::from_str(result).ok()?;
