@@ -543,3 +543,53 @@ async fn an_upstreams_own_task_is_followed_through_the_upstream_that_made_it() {
         .response;
     assert_eq!(unknown["error"]["code"], json!(-32602), "{unknown}");
 }
+
+#[tokio::test]
+async fn a_call_to_an_upstream_that_a_reload_removes_ends_at_once() {
+    let counts = Temp::new("alpha-counts");
+    let alpha = fake_table("alpha", &["--count-file", counts.path()]);
+    let beta = fake_table("beta", &[]);
+    let (mut p, cfg) = gateway(&format!("{FAST}\n{alpha}\n{beta}"));
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    list(&mut p, 1).await;
+    p.request(
+        json!(2),
+        "tools/call",
+        json!({"name": "alpha_slow", "arguments": {"seconds": 30}}),
+    )
+    .await
+    .unwrap();
+    // The call is in flight at alpha before the reload.
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while read_counts(&counts.0)["tools"]["slow"] != json!(1) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never reached alpha"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::write(&cfg.0, format!("{FAST}\n{beta}")).unwrap();
+    let reloaded = tokio::time::Instant::now();
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    assert_eq!(
+        unsafe { libc::kill(p.pid().unwrap() as i32, libc::SIGHUP) },
+        0
+    );
+    let answer = p
+        .wait_for(&json!(2), ANSWER)
+        .await
+        .expect("the call is answered");
+    // Before: every retry waited reconnect_wait (2 s here) for an upstream that was gone.
+    assert!(
+        reloaded.elapsed() < Duration::from_secs(3),
+        "answered after {:?}: {}",
+        reloaded.elapsed(),
+        answer.response
+    );
+    assert_eq!(
+        answer.response["result"]["structuredContent"]["code"],
+        json!("SERVICE_UNAVAILABLE"),
+        "{}",
+        answer.response
+    );
+}

@@ -170,6 +170,19 @@ impl Durable {
             Some(j) => self.jobs.get(j).await?,
             None => None,
         };
+        let ended = job.as_ref().is_some_and(|j| {
+            matches!(
+                j.state,
+                steadfast_jobs::JobState::Done | steadfast_jobs::JobState::Dead
+            )
+        });
+        if ended {
+            // A call's outcome is written to its task before its job ends: a row read before
+            // that write and a job read after it would say "no recorded result". Read again.
+            if let Ok(Some(fresh)) = self.store().get(&row.task_id, self.shared.now()).await {
+                return Ok(derive(&fresh, job.as_ref()));
+            }
+        }
         Ok(derive(row, job.as_ref()))
     }
 }

@@ -342,6 +342,11 @@ impl Upstream {
                 return Ok(link.clone());
             }
         }
+        const STOPPED: &str = "the upstream was stopped (a config reload removed or replaced it, \
+                               or the proxy is stopping)";
+        if self.shutdown.is_cancelled() {
+            return Err(STOPPED.to_owned());
+        }
         let mut rx = self.state.subscribe();
         let failing = self.failing.load(Ordering::Relaxed);
         if failing >= 2 {
@@ -361,6 +366,12 @@ impl Upstream {
                 if rx.changed().await.is_err() {
                     return Err("the upstream was shut down".to_owned());
                 }
+            }
+        };
+        let wait = async {
+            tokio::select! {
+                r = wait => r,
+                _ = self.shutdown.cancelled() => Err(STOPPED.to_owned()),
             }
         };
         match tokio::time::timeout(self.settings.reconnect_wait, wait).await {
