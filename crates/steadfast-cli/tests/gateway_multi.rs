@@ -97,6 +97,25 @@ fn echoed(answer: &raw_client::Answer, text: &str) -> bool {
         && answer.response["result"].to_string().contains(text)
 }
 
+/// A task-augmented `tools/call`; the task id it was answered with.
+async fn start_task(p: &mut RawProcess, id: i64, tool: &str, args: Value) -> String {
+    let created = p
+        .call(
+            json!(id),
+            "tools/call",
+            json!({"name": tool, "arguments": args, "task": {"ttl": 60000}}),
+            ANSWER,
+        )
+        .await
+        .expect("answered")
+        .response;
+    created
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a task handle: {created}"))
+        .to_owned()
+}
+
 /// Reads until a `notifications/tools/list_changed` arrives, within `within`.
 async fn await_list_changed(p: &mut RawProcess, within: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + within;
@@ -444,21 +463,7 @@ async fn a_durable_call_finds_its_upstream_by_its_namespaced_name() {
         init["result"]["capabilities"].get("tasks").is_some(),
         "tasks advertised: {init}"
     );
-    let created = p
-        .call(
-            json!(1),
-            "tools/call",
-            json!({"name": "beta_echo", "arguments": {"text": "durable"}, "task": {"ttl": 60000}}),
-            ANSWER,
-        )
-        .await
-        .expect("answered")
-        .response;
-    let task = created
-        .pointer("/result/task/taskId")
-        .and_then(Value::as_str)
-        .unwrap_or_else(|| panic!("a task handle: {created}"))
-        .to_owned();
+    let task = start_task(&mut p, 1, "beta_echo", json!({"text": "durable"})).await;
     let r = p
         .call(json!(2), "tasks/result", json!({"taskId": task}), ANSWER)
         .await
@@ -498,21 +503,7 @@ async fn an_upstreams_own_task_is_followed_through_the_upstream_that_made_it() {
     );
     let (mut p, _cfg) = gateway(&config);
     p.initialize(ANSWER).await.expect("initialize is answered");
-    let created = p
-        .call(
-            json!(1),
-            "tools/call",
-            json!({"name": "beta_research", "arguments": {"topic": "x"}, "task": {"ttl": 60000}}),
-            ANSWER,
-        )
-        .await
-        .expect("answered")
-        .response;
-    let task = created
-        .pointer("/result/task/taskId")
-        .and_then(Value::as_str)
-        .unwrap_or_else(|| panic!("the upstream's task handle: {created}"))
-        .to_owned();
+    let task = start_task(&mut p, 1, "beta_research", json!({"topic": "x"})).await;
     let got = p
         .call(json!(2), "tasks/get", json!({"taskId": task}), ANSWER)
         .await

@@ -29,7 +29,7 @@ const LISTS: [(&str, &str, &str); 4] = [
 ];
 
 /// What a client is told when an upstream missing from its lists comes back.
-const CHANGED: [&str; 3] = [
+pub(crate) const CHANGED: [&str; 3] = [
     "notifications/tools/list_changed",
     "notifications/prompts/list_changed",
     "notifications/resources/list_changed",
@@ -247,12 +247,7 @@ impl Session {
             .route_uri(uri)
             .or_else(|| self.router.route_scheme(uri))
             .or_else(|| {
-                let mut offering = routes.iter().filter(|r| {
-                    r.upstream
-                        .init_result()
-                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                        .is_some_and(|v| v.pointer("/capabilities/resources").is_some())
-                });
+                let mut offering = routes.iter().filter(|r| r.upstream.offers("resources"));
                 match (offering.next(), offering.next()) {
                     (Some(only), None) => Some(only.clone()),
                     _ => None,
@@ -370,11 +365,7 @@ impl Session {
                 .down_reason()
                 .unwrap_or_else(|| "not connected".to_owned()));
         };
-        let offers = upstream
-            .init_result()
-            .and_then(|r| serde_json::from_str::<Value>(&r).ok())
-            .is_some_and(|v| v.pointer(&format!("/capabilities/{capability}")).is_some());
-        if !offers {
+        if !upstream.offers(capability) {
             return Ok(Vec::new());
         }
         let bound = self.router.config().list_timeout;

@@ -483,11 +483,7 @@ impl Router {
         }
         if !added.is_empty() || !removed.is_empty() {
             for c in &clients {
-                for method in [
-                    "notifications/tools/list_changed",
-                    "notifications/prompts/list_changed",
-                    "notifications/resources/list_changed",
-                ] {
+                for method in crate::gather::CHANGED {
                     c.out
                         .push_notification(crate::jsonrpc::notification(method, None));
                 }

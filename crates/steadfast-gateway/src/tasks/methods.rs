@@ -377,9 +377,5 @@ fn upstream_has_tasks(session: &Session, task_id: &str) -> bool {
             .iter()
             .any(|r| r.upstream.has_task(task_id));
     }
-    session
-        .upstream()
-        .init_result()
-        .and_then(|r| serde_json::from_str::<Value>(&r).ok())
-        .is_some_and(|v| v.pointer("/capabilities/tasks").is_some())
+    session.upstream().offers("tasks")
 }

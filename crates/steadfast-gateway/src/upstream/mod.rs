@@ -265,6 +265,21 @@ impl Upstream {
             .clone()
     }
 
+    /// Whether the server's `initialize` result declares `capability` (`"tools"`,
+    /// `"resources"`, `"tasks"`, …); false before it is connected.
+    pub fn offers(&self, capability: &str) -> bool {
+        self.init_result
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok())
+            .is_some_and(|v| {
+                v.get("capabilities")
+                    .and_then(|c| c.get(capability))
+                    .is_some()
+            })
+    }
+
     /// Restarts so far.
     pub fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::Relaxed)

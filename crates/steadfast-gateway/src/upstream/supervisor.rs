@@ -119,11 +119,7 @@ pub(super) async fn run(up: Arc<Upstream>) {
                 // Replay safety must not depend on the client listing tools: learn the hints
                 // before the first call can be made. A server that dies before it answers
                 // tools/list did not start: no restart is announced for it.
-                let has_tools = up
-                    .init_result()
-                    .and_then(|r| serde_json::from_str::<Value>(&r).ok())
-                    .is_some_and(|v| v.pointer("/capabilities/tools").is_some());
-                if has_tools {
+                if up.offers("tools") {
                     tokio::select! {
                         _ = tokio::time::timeout(up.settings.init_timeout, learn_tools(up.clone(), link.clone())) => {}
                         _ = link.closed() => {}
