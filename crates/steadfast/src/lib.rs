@@ -135,7 +135,9 @@ pub use retry_after::{
     RetryAfterError, parse_retry_after, parse_retry_after_at, retry_after_from_headers,
 };
 pub use retry_error::{Failure, GiveUpReason, RetryError};
-pub use sanitize::{BUILTIN_RULES, Rule, Sanitizer, sanitize, sanitize_json};
+pub use sanitize::{
+    BUILTIN_RULES, Rule, Sanitizer, SanitizerBuilder, sanitize, sanitize_json, set_generic_layer,
+};
 pub use tool_set::{
     FailureMode, ToolError, ToolErrorKind, ToolFuture, ToolOptions, ToolSet, ToolSetBuilder,
     ToolSetError,

@@ -19,8 +19,19 @@
 //! `password:` in prose must look like a secret; `Bearer authentication` is prose) carry a
 //! small check that runs only on matches; a match that fails its check is left as it was.
 //!
+//! Beside the rules runs a **generic layer** (`generic.rs`): a value that looks random for its
+//! alphabet and stands where a credential stands (after `password`/`secret`/`token`/`key`/`auth`
+//! in any style, after an auth scheme, as the password of `user:password`, behind the
+//! command-line conventions of common tools) is redacted though no rule names its format. Its
+//! patterns join the same automaton, after the rules, so the scan stays one linear pass. It is
+//! on by default; [`set_generic_layer`] (or `STEADFAST_SANITIZER_GENERIC=off` in the
+//! environment) turns it off for [`sanitize`] and [`sanitize_json`], and
+//! [`Sanitizer::builder`] builds a sanitizer with or without it.
+//!
 //! To add rules, build a [`Sanitizer`] from the built-in table plus your own.
 
+mod entropy;
+mod generic;
 mod json;
 mod rule;
 mod rules;
@@ -28,14 +39,51 @@ mod sanitizer;
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 pub use rule::Rule;
 pub use rules::BUILTIN_RULES;
-pub use sanitizer::Sanitizer;
+pub use sanitizer::{Sanitizer, SanitizerBuilder};
 
-static DEFAULT: LazyLock<Sanitizer> = LazyLock::new(|| {
-    Sanitizer::compile(BUILTIN_RULES.iter().cloned()).expect("the built-in rules compile")
+static WITH_GENERIC: LazyLock<Sanitizer> =
+    LazyLock::new(|| Sanitizer::builder().build().expect("the built-in rules compile"));
+
+static RULES_ONLY: LazyLock<Sanitizer> = LazyLock::new(|| {
+    Sanitizer::builder()
+        .generic_layer(false)
+        .build()
+        .expect("the built-in rules compile")
 });
+
+/// 0: not decided yet (read the environment), 1: on, 2: off.
+static GENERIC: AtomicU8 = AtomicU8::new(0);
+
+/// Turns the generic layer on or off for [`sanitize`], [`sanitize_json`] and
+/// [`Sanitizer::default_rules`], process-wide. It is on unless this was called with `false` or
+/// the environment variable `STEADFAST_SANITIZER_GENERIC` is `off`, `0` or `false`.
+///
+/// ```
+/// steadfast::set_generic_layer(false);
+/// assert_eq!(steadfast::sanitize("sshpass -p q8Zx7R2pLk5T ssh a"), "sshpass -p q8Zx7R2pLk5T ssh a");
+/// steadfast::set_generic_layer(true);
+/// assert_eq!(steadfast::sanitize("sshpass -p q8Zx7R2pLk5T ssh a"), "sshpass -p [redacted] ssh a");
+/// ```
+pub fn set_generic_layer(enabled: bool) {
+    GENERIC.store(if enabled { 1 } else { 2 }, Ordering::Relaxed);
+}
+
+fn current() -> &'static Sanitizer {
+    let mut state = GENERIC.load(Ordering::Relaxed);
+    if state == 0 {
+        let off = std::env::var("STEADFAST_SANITIZER_GENERIC")
+            .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false"));
+        state = if off { 2 } else { 1 };
+        // A concurrent `set_generic_layer` wins over the environment.
+        let _ = GENERIC.compare_exchange(0, state, Ordering::Relaxed, Ordering::Relaxed);
+        state = GENERIC.load(Ordering::Relaxed);
+    }
+    if state == 2 { &RULES_ONLY } else { &WITH_GENERIC }
+}
 
 /// Redacts `text` with the built-in rules. Returns the input unchanged (borrowed) when nothing
 /// matched.
@@ -50,7 +98,7 @@ static DEFAULT: LazyLock<Sanitizer> = LazyLock::new(|| {
 /// assert_eq!(sanitize("file not found: report.pdf"), "file not found: report.pdf");
 /// ```
 pub fn sanitize(text: &str) -> Cow<'_, str> {
-    DEFAULT.sanitize(text)
+    current().sanitize(text)
 }
 
 /// Sanitizes a JSON value with the built-in rules, keeping its shape: see
@@ -65,15 +113,25 @@ pub fn sanitize(text: &str) -> Cow<'_, str> {
 /// );
 /// ```
 pub fn sanitize_json(value: &serde_json::Value) -> serde_json::Value {
-    DEFAULT.sanitize_json(value)
+    current().sanitize_json(value)
 }
 
 impl Sanitizer {
-    /// The built-in rules, compiled once per process and shared.
+    /// The built-in rules and, unless [`set_generic_layer`] turned it off, the generic layer:
+    /// compiled once per process and shared.
     ///
     /// See [`Sanitizer`] for an example.
     pub fn default_rules() -> &'static Sanitizer {
-        &DEFAULT
+        current()
+    }
+
+    /// The built-in rules without the generic layer, compiled once per process and shared.
+    ///
+    /// ```
+    /// assert!(!steadfast::Sanitizer::rules_only().has_generic_layer());
+    /// ```
+    pub fn rules_only() -> &'static Sanitizer {
+        &RULES_ONLY
     }
 }
 

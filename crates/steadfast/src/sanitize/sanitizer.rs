@@ -6,13 +6,23 @@ use std::fmt;
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, meta};
 
+use super::generic::{GENERIC_RULES, Generic};
 use super::rule::Rule;
+
+/// How a match is judged before it is replaced.
+enum Check {
+    Always,
+    /// A rule's check, on the redacted part.
+    Value(fn(&str) -> bool),
+    /// A generic rule's check, on the context (`KEEP`) and the redacted part.
+    Context(fn(&str, &str) -> bool),
+}
 
 /// What the scan needs of a rule once its pattern has won a span.
 struct Compiled {
     name: Cow<'static, str>,
     replacement: Cow<'static, str>,
-    check: Option<fn(&str) -> bool>,
+    check: Check,
     /// The rule alone, when its pattern has a `KEEP` or `TAIL` group: run again, anchored, on
     /// the span the scan found, to find them. (The scan's regex could report the groups, but
     /// resolving them in an automaton of every rule costs far more than in one of one rule.)
@@ -29,6 +39,8 @@ pub struct Sanitizer {
     /// Every rule as one pattern of a multi-pattern regex: a match names the rule that won.
     regex: meta::Regex,
     rules: Vec<Compiled>,
+    /// Whether the generic layer's rules are among `rules` (after the others).
+    generic: bool,
 }
 
 impl fmt::Debug for Sanitizer {
@@ -56,14 +68,40 @@ const MAX_PASSES: usize = 3;
 
 impl Sanitizer {
     /// The built-in rules followed by `extra` (which lose to the built-in ones at the same
-    /// position).
+    /// position), then the generic layer. [`Sanitizer::builder`] can leave the layer out.
     ///
     /// See [`Rule`] for an example.
     pub fn with_rules(extra: impl IntoIterator<Item = Rule>) -> Result<Sanitizer, regex::Error> {
-        Self::compile(super::BUILTIN_RULES.iter().cloned().chain(extra))
+        Self::builder().rules(extra).build()
     }
 
-    /// Exactly these rules, in this order.
+    /// A sanitizer of the built-in rules, extra rules, and (unless turned off) the generic
+    /// layer.
+    ///
+    /// ```
+    /// let s = steadfast::Sanitizer::builder().generic_layer(false).build().unwrap();
+    /// // Only the generic layer knows that a random value after `-p` is a MySQL password.
+    /// assert_eq!(s.sanitize("mysql -u app -pq8Zx7R2pLk5T"), "mysql -u app -pq8Zx7R2pLk5T");
+    /// let s = steadfast::Sanitizer::builder().build().unwrap();
+    /// assert_eq!(s.sanitize("mysql -u app -pq8Zx7R2pLk5T"), "mysql -u app -p[redacted]");
+    /// ```
+    pub fn builder() -> SanitizerBuilder {
+        SanitizerBuilder {
+            extra: Vec::new(),
+            generic: true,
+        }
+    }
+
+    /// Whether this sanitizer runs the generic layer.
+    ///
+    /// ```
+    /// assert!(steadfast::Sanitizer::with_rules([]).unwrap().has_generic_layer());
+    /// ```
+    pub fn has_generic_layer(&self) -> bool {
+        self.generic
+    }
+
+    /// Exactly these rules, in this order (without the generic layer).
     ///
     /// An invalid pattern is an error that names its rule.
     ///
@@ -74,7 +112,19 @@ impl Sanitizer {
     /// assert!(bad.unwrap_err().to_string().contains("broken"));
     /// ```
     pub fn compile(rules: impl IntoIterator<Item = Rule>) -> Result<Sanitizer, regex::Error> {
-        let rules: Vec<Rule> = rules.into_iter().collect();
+        Self::compile_layers(rules.into_iter().collect(), &[])
+    }
+
+    fn compile_layers(rules: Vec<Rule>, generic: &[Generic]) -> Result<Sanitizer, regex::Error> {
+        let first_generic = rules.len();
+        let rules: Vec<Rule> = rules
+            .into_iter()
+            .chain(
+                generic
+                    .iter()
+                    .map(|g| Rule::builtin(g.name, g.pattern, "[redacted]", None)),
+            )
+            .collect();
         let patterns: Vec<&str> = rules.iter().map(|r| r.pattern.as_ref()).collect();
         let regex = builder().build_many(&patterns).map_err(|e| {
             // Say which rule is at fault: build them one by one (only on this error path).
@@ -105,10 +155,15 @@ impl Sanitizer {
                     } else {
                         None
                     };
+                let check = match (i.checked_sub(first_generic), rule.check) {
+                    (Some(g), _) => Check::Context(generic[g].check),
+                    (None, Some(check)) => Check::Value(check),
+                    (None, None) => Check::Always,
+                };
                 Ok(Compiled {
                     name: rule.name,
                     replacement: rule.replacement,
-                    check: rule.check,
+                    check,
                     groups,
                 })
             })
@@ -116,6 +171,7 @@ impl Sanitizer {
         Ok(Sanitizer {
             regex,
             rules: compiled,
+            generic: !generic.is_empty(),
         })
     }
 
@@ -189,7 +245,11 @@ impl Sanitizer {
                 } else {
                     (start, end)
                 };
-            let passes = rule.check.is_none_or(|check| check(&text[keep..tail]));
+            let passes = match rule.check {
+                Check::Always => true,
+                Check::Value(check) => check(&text[keep..tail]),
+                Check::Context(check) => check(&text[start..keep], &text[keep..tail]),
+            };
             if passes {
                 let buf = out.get_or_insert_with(|| String::with_capacity(text.len()));
                 buf.push_str(&text[copied..start]);
@@ -204,8 +264,18 @@ impl Sanitizer {
             at = if end == start {
                 // An empty match: move on by one character.
                 ceil_char(text, end + 1)
-            } else if passes || keep == start {
+            } else if passes {
                 end
+            } else if keep == start {
+                match rule.check {
+                    // A generic rule's span may hold a rule's match that starts later
+                    // (`AKIA…:…` fails as a pair): look again from the next character.
+                    Check::Context(_) if end - start <= rescan_budget => {
+                        rescan_budget -= end - start;
+                        ceil_char(text, start + 1)
+                    }
+                    _ => end,
+                }
             } else {
                 // A failed check leaves the span as text, but what follows its `KEEP` part may
                 // still hold a match (`key: -----BEGIN PRIVATE KEY-----…`): scan it again,
@@ -231,6 +301,43 @@ impl Sanitizer {
     /// ```
     pub fn rule_names(&self) -> impl Iterator<Item = &str> {
         self.rules.iter().map(|r| r.name.as_ref())
+    }
+}
+
+/// Builds a [`Sanitizer`]: see [`Sanitizer::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct SanitizerBuilder {
+    extra: Vec<Rule>,
+    generic: bool,
+}
+
+impl SanitizerBuilder {
+    /// Adds rules after the built-in ones (they lose to them at the same position).
+    ///
+    /// ```
+    /// let id = steadfast::Rule::new("employee-id", r"(?-u)\bEMP-\d{6}\b", "[employee]");
+    /// let s = steadfast::Sanitizer::builder().rules([id]).build().unwrap();
+    /// assert_eq!(s.sanitize("EMP-123456"), "[employee]");
+    /// ```
+    pub fn rules(mut self, extra: impl IntoIterator<Item = Rule>) -> Self {
+        self.extra.extend(extra);
+        self
+    }
+
+    /// Whether to run the generic layer (default: yes). See [`Sanitizer::builder`].
+    pub fn generic_layer(mut self, enabled: bool) -> Self {
+        self.generic = enabled;
+        self
+    }
+
+    /// Compiles the rules. An invalid extra rule is an error that names it.
+    ///
+    /// See [`Sanitizer::builder`] for an example.
+    pub fn build(self) -> Result<Sanitizer, regex::Error> {
+        let rules = super::BUILTIN_RULES.iter().cloned().chain(self.extra).collect();
+        let generic: &[Generic] = if self.generic { GENERIC_RULES } else { &[] };
+        Sanitizer::compile_layers(rules, generic)
     }
 }
 
