@@ -14,6 +14,14 @@ use steadfast::sanitize;
 /// (input, expected output), hand-written: every context a secret turns up in.
 const SECRETS: &[(&str, &str)] = &[
     (
+        "bad config:\n[database]\npassword = correct horse battery staple\nhost = db.example.com",
+        "bad config:\n[database]\npassword = [redacted]\nhost = db.example.com",
+    ),
+    (
+        "  client_secret = two words  \r\nnext = 1",
+        "  client_secret = [redacted]  \r\nnext = 1",
+    ),
+    (
         "POST https://api.openai.com/v1/chat/completions failed: 401 Incorrect API key provided: sk-proj-abc123DEF456ghi789JKL012mno345",
         "POST https://api.openai.com/v1/chat/completions failed: 401 Incorrect API key provided: [redacted]",
     ),
@@ -482,6 +490,10 @@ const CONTEXTS: &[(&str, &str)] = &[
 
 /// Ordinary messages: nothing to redact.
 const ORDINARY: &[&str] = &[
+    "Idempotency-Key: 3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9c already used",
+    "X-Idempotency-Key: 3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9c",
+    "driver version 10.2.1.7 is too old",
+    "firmware: 10.14.2.0",
     "File not found: /reports/2024/q3.pdf",
     "HTTP 404: resource not found",
     "Rate limit exceeded, retry in 30 seconds",

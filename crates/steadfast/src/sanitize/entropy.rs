@@ -38,7 +38,8 @@ pub(super) fn is_uuid(s: &str) -> bool {
 
 fn is_hex(s: &str) -> bool {
     s.bytes().all(|b| b.is_ascii_hexdigit())
-        && (s.bytes().all(|b| !b.is_ascii_uppercase()) || s.bytes().all(|b| !b.is_ascii_lowercase()))
+        && (s.bytes().all(|b| !b.is_ascii_uppercase())
+            || s.bytes().all(|b| !b.is_ascii_lowercase()))
 }
 
 /// Lowercase to uppercase steps: random base62 changes case every few characters, prose and
@@ -56,6 +57,12 @@ fn is_name(s: &str) -> bool {
     let lower = !s.bytes().any(|b| b.is_ascii_uppercase());
     if lower && s.contains('/') {
         return true;
+    }
+    // A resource path: `prod/db-Ab3dEf`, `projects/demo/…`.
+    if let Some((first, _)) = s.split_once('/') {
+        if first.len() >= 2 && first.bytes().all(|b| b.is_ascii_lowercase()) {
+            return true;
+        }
     }
     let parts: Vec<&str> = s.split(['-', '_', '.']).collect();
     if parts.len() < 2 {
@@ -76,6 +83,17 @@ fn is_placeholder(s: &str) -> bool {
         || s.eq_ignore_ascii_case("redacted")
 }
 
+/// `grant_type=client_credentials…`: a form body or query, whose secrets the rules find by key.
+fn is_assignment(s: &str) -> bool {
+    s.split_once('=').is_some_and(|(k, v)| {
+        !v.is_empty()
+            && k.len() >= 2
+            && k.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+            && k.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    })
+}
+
 /// Trailing sentence punctuation is not part of a token.
 pub(super) fn trim(s: &str) -> &str {
     s.trim_end_matches(['.', ',', ';', ':', '!', '?', ')'])
@@ -90,7 +108,7 @@ pub(super) fn trim(s: &str) -> &str {
 pub(super) fn is_random(s: &str) -> bool {
     let s = trim(s);
     let n = s.len();
-    if n < 10 || is_uuid(s) || is_placeholder(s) || is_name(s) {
+    if n < 10 || is_uuid(s) || is_placeholder(s) || is_name(s) || is_assignment(s) {
         return false;
     }
     let digits = s.bytes().filter(u8::is_ascii_digit).count();

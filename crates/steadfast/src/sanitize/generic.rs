@@ -24,13 +24,15 @@ use super::entropy::{is_password, is_random, is_uuid, trim};
 pub(super) struct Generic {
     pub(super) name: &'static str,
     pub(super) pattern: &'static str,
-    pub(super) check: fn(context: &str, value: &str) -> bool,
+    pub(super) check: fn(before: &str, context: &str, value: &str) -> bool,
 }
 
-/// A token as credentials are written: base64/base62/hex with `-_.~=+/`, no trailing dot.
+/// A token as credentials are written: base64/base62/hex with `-_.~=+/`, and the symbols
+/// passwords take (`!#$%*^`); no trailing dot, no `:` or `@` (URLs and emails are for the
+/// rules).
 macro_rules! tok {
     () => {
-        r"[A-Za-z0-9+/](?:[A-Za-z0-9+/_~=-]|\.[A-Za-z0-9+/_~=-]){7,}"
+        r"[A-Za-z0-9+/!#$%*^](?:[A-Za-z0-9+/_~=!#$%*^-]|\.[A-Za-z0-9+/_~=!#$%*^-]){7,}"
     };
 }
 
@@ -59,7 +61,8 @@ macro_rules! sep {
 
 /// Names before `key` that make it an identifier, not a credential.
 const NOT_SECRET_KEYS: &[&str] = &[
-    "idempoten",
+    "idempotency",
+    "deduplication",
     "partition",
     "primary",
     "foreign",
@@ -85,6 +88,12 @@ const NOT_SECRET_KEYS: &[&str] = &[
     "monkey",
     "turkey",
     "author",
+    "page",
+    "pagination",
+    "continuation",
+    "sync",
+    "cursor",
+    "resume",
 ];
 
 /// Words that make even a UUID a credential (`secret_id <uuid>`, `api key <uuid>`).
@@ -95,16 +104,27 @@ fn strong(context: &str) -> bool {
         .any(|w| c.contains(w))
 }
 
-fn keyword_value(context: &str, value: &str) -> bool {
-    let c = context.to_ascii_lowercase();
-    if NOT_SECRET_KEYS.iter().any(|w| c.contains(w)) {
+/// The word just before a match (`cache` in `cache key …`).
+fn last_word(before: &str) -> &str {
+    before
+        .trim_end()
+        .rsplit(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .unwrap_or("")
+}
+
+fn keyword_value(before: &str, context: &str, value: &str) -> bool {
+    let c = format!("{} {context}", last_word(before)).to_ascii_lowercase();
+    if c.split(|ch: char| !ch.is_ascii_alphanumeric())
+        .any(|w| NOT_SECRET_KEYS.contains(&w))
+    {
         return false;
     }
     let v = trim(value);
     is_random(v) || (is_uuid(v) && strong(context))
 }
 
-fn scheme_value(context: &str, value: &str) -> bool {
+fn scheme_value(_: &str, context: &str, value: &str) -> bool {
     let v = trim(value);
     let scheme = context.trim().to_ascii_lowercase();
     is_random(v) || (is_uuid(v) && scheme != "bot") || v.split(':').all(is_random)
@@ -113,21 +133,68 @@ fn scheme_value(context: &str, value: &str) -> bool {
 /// Not user names: hash algorithms (`sha256:<digest>`), URI schemes, log levels, Kubernetes
 /// kinds (`pod:api-7d9f…`), and times.
 const NOT_USERS: &[&str] = &[
-    "sha1", "sha224", "sha256", "sha384", "sha512", "md5", "blake2b", "blake3", "crc32", "sha",
-    "urn", "uuid", "http", "https", "data", "mailto", "file", "git", "ssh", "arn", "pod",
-    "namespace", "ns", "node", "image", "container", "service", "svc", "deployment", "job",
-    "host", "port", "time", "line", "error", "warn", "warning", "info", "debug", "note", "id",
-    "key", "docker", "registry", "ref", "tag", "digest", "base64",
+    "sha1",
+    "sha224",
+    "sha256",
+    "sha384",
+    "sha512",
+    "md5",
+    "blake2b",
+    "blake3",
+    "crc32",
+    "sha",
+    "urn",
+    "uuid",
+    "http",
+    "https",
+    "data",
+    "mailto",
+    "file",
+    "git",
+    "ssh",
+    "arn",
+    "pod",
+    "namespace",
+    "ns",
+    "node",
+    "image",
+    "container",
+    "service",
+    "svc",
+    "deployment",
+    "job",
+    "host",
+    "port",
+    "time",
+    "line",
+    "error",
+    "warn",
+    "warning",
+    "info",
+    "debug",
+    "note",
+    "id",
+    "key",
+    "docker",
+    "registry",
+    "ref",
+    "tag",
+    "digest",
+    "base64",
 ];
 
-fn user_password(context: &str, value: &str) -> bool {
+/// `user:password`, not `sha256:<digest>` or `user_id:<object id>`: a hex value after a colon
+/// is an id or a digest far more often than a password.
+fn user_password(_: &str, context: &str, value: &str) -> bool {
     let user = context.trim_end_matches(':').to_ascii_lowercase();
     !NOT_USERS.contains(&user.as_str())
+        && !user.ends_with("id")
         && !user.bytes().all(|b| b.is_ascii_digit())
+        && !value.bytes().all(|b| b.is_ascii_hexdigit())
         && is_random(value)
 }
 
-fn id_secret_pair(_: &str, value: &str) -> bool {
+fn id_secret_pair(_: &str, _: &str, value: &str) -> bool {
     match value.split_once(':') {
         Some((id, secret)) => {
             let id_l = id.to_ascii_lowercase();
@@ -137,27 +204,32 @@ fn id_secret_pair(_: &str, value: &str) -> bool {
     }
 }
 
-fn random(_: &str, value: &str) -> bool {
+fn random(_: &str, _: &str, value: &str) -> bool {
     is_random(value)
 }
 
-fn password(_: &str, value: &str) -> bool {
+fn password(_: &str, _: &str, value: &str) -> bool {
     is_password(value)
 }
 
 /// A value glued to `-p` (`mysql -pS3cret`): a password unless it is a compiler-style flag.
-fn glued_password(_: &str, value: &str) -> bool {
-    is_password(value) && value.bytes().any(|b| b.is_ascii_digit() || !b.is_ascii_alphanumeric())
+fn glued_password(_: &str, _: &str, value: &str) -> bool {
+    is_password(value)
+        && value
+            .bytes()
+            .any(|b| b.is_ascii_digit() || !b.is_ascii_alphanumeric())
 }
 
 /// `NAME=value` in upper snake case: a credential name ending in a secret word takes any
 /// password; any other name only a long random non-hex value (`STRIPE_WEBHOOK_SIGNING=…`,
 /// not `GIT_COMMIT=<sha>`).
-fn env_value(context: &str, value: &str) -> bool {
+fn env_value(_: &str, context: &str, value: &str) -> bool {
     let name = context.trim_end_matches(['=', ' ', '"', '\'']);
-    let secret_name = ["PASSWORD", "PASSWD", "PASS", "PWD", "SECRET", "TOKEN", "AUTH", "APIKEY"]
-        .iter()
-        .any(|w| name.ends_with(w));
+    let secret_name = [
+        "PASSWORD", "PASSWD", "PASS", "PWD", "SECRET", "TOKEN", "AUTH", "APIKEY",
+    ]
+    .iter()
+    .any(|w| name.ends_with(w));
     let v = trim(value);
     if secret_name {
         return is_password(v);
@@ -175,7 +247,15 @@ const ID_PREFIXES: &[&str] = &[
 
 /// `<prefix>_<random>`: a provider token whose format has no rule (`rnd_…`, `pcsk_…`,
 /// `nvapi-…`, `shippo_live_…`), unless the prefix is an object id's.
-fn prefixed_token(_: &str, value: &str) -> bool {
+fn prefixed_token(before: &str, _: &str, value: &str) -> bool {
+    // Inside a longer token (`…__o-d9f9-ScMF…`), not at its start.
+    if before
+        .bytes()
+        .last()
+        .is_some_and(|b| b.is_ascii_alphanumeric() || b"-_.+/=".contains(&b))
+    {
+        return false;
+    }
     let v = trim(value);
     let Some(cut) = v.find(['_', '-']) else {
         return false;
@@ -191,7 +271,7 @@ pub(super) const GENERIC_RULES: &[Generic] = &[
     Generic {
         name: "htpasswd-hash",
         pattern: r"(?-u)(?P<KEEP>\b[A-Za-z0-9_.@-]+:)(?:\$(?:apr1|2[abxy]|1|5|6|y|7)\$[A-Za-z0-9./$]{8,}|\{SHA\}[A-Za-z0-9+/=]{20,})",
-        check: |_, _| true,
+        check: |_, _, _| true,
     },
     Generic {
         name: "pgpass-line",
@@ -203,10 +283,7 @@ pub(super) const GENERIC_RULES: &[Generic] = &[
     },
     Generic {
         name: "netrc-password",
-        pattern: concat!(
-            r"(?-u)(?P<KEEP>\blogin\s+\S+\s+password\s+)",
-            pw!()
-        ),
+        pattern: concat!(r"(?-u)(?P<KEEP>\blogin\s+\S+\s+password\s+)", pw!()),
         check: password,
     },
     // Command-line conventions.
@@ -217,7 +294,7 @@ pub(super) const GENERIC_RULES: &[Generic] = &[
     },
     Generic {
         name: "cli-short-secret-flag",
-        pattern: concat!(r#"(?-u)(?P<KEEP>(?:^|\s)-[pPawk]\s+['"]?)"#, pw!()),
+        pattern: concat!(r#"(?-u)(?P<KEEP>(?:^|\s)-[pPawkN]\s+['"]?)"#, pw!()),
         check: random,
     },
     Generic {
@@ -271,12 +348,12 @@ pub(super) const GENERIC_RULES: &[Generic] = &[
             r"\s+",
             pw!()
         ),
-        check: |_, v| v.split_whitespace().any(is_random),
+        check: |_, _, v| v.split_whitespace().any(is_random),
     },
     Generic {
         name: "cli-positional-token",
         pattern: concat!(
-            r"(?-u)(?P<KEEP>\b(?:vault\s+login|b2\s+authorize[-_]account\s+\S+|heroku\s+auth:token|npm\s+token)\s+)",
+            r"(?-u)(?P<KEEP>\b(?:vault\s+login|b2\s+authorize[-_]account\s+\S+|rabbitmqctl\s+(?:add_user|change_password|authenticate_user)\s+\S+)\s+)",
             tok!()
         ),
         check: random,
@@ -302,9 +379,25 @@ pub(super) const GENERIC_RULES: &[Generic] = &[
         check: user_password,
     },
     Generic {
+        name: "sql-identified-by",
+        pattern: concat!(
+            r"(?-u)(?P<KEEP>(?i:\bidentified\s+(?:with\s+\S+\s+)?by\s+(?:password\s+)?)')",
+            r"[^'\r\n]{4,}(?P<TAIL>')"
+        ),
+        check: |_, _, v| !v.starts_with('*'),
+    },
+    Generic {
+        name: "credentials-user-slash-password",
+        pattern: concat!(
+            r"(?-u)(?P<KEEP>(?i:\b(?:credentials?|creds|login|username|user)\s+)\S+\s+/\s+)",
+            pw!()
+        ),
+        check: password,
+    },
+    Generic {
         name: "auth-scheme",
         pattern: concat!(
-            r"(?-u)(?P<KEEP>\b(?i:apikey|api-key|ssws|splunk|geniekey|bot|oauth|hmac|jwt|sso-key|flyv1|sharedkey|negotiate|ntlm|zoho-oauthtoken|pat)\s+)",
+            r"(?-u)(?P<KEEP>\b(?i:apikey|api-key|ssws|splunk|geniekey|bot|oauth|hmac|jwt|sso-key|flyv1|sharedkey|negotiate|ntlm|zoho-oauthtoken|pat|plain|xoauth2)\s+)",
             tok!(),
             r"(?::",
             tok!(),
@@ -314,13 +407,7 @@ pub(super) const GENERIC_RULES: &[Generic] = &[
     },
     Generic {
         name: "keyword-value",
-        pattern: concat!(
-            r"(?-u)(?P<KEEP>",
-            keyword!(),
-            sep!(),
-            r")",
-            tok!()
-        ),
+        pattern: concat!(r"(?-u)(?P<KEEP>", keyword!(), sep!(), r")", tok!()),
         check: keyword_value,
     },
     Generic {
@@ -336,20 +423,50 @@ mod tests {
 
     #[test]
     fn uuids_need_a_strong_word() {
-        assert!(keyword_value("secret_id ", "123e4567-e89b-42d3-a456-426614174000"));
-        assert!(!keyword_value("Idempotency-Key: ", "123e4567-e89b-42d3-a456-426614174000"));
-        assert!(!keyword_value("key ", "123e4567-e89b-42d3-a456-426614174000"));
+        assert!(keyword_value(
+            "",
+            "secret_id ",
+            "123e4567-e89b-42d3-a456-426614174000"
+        ));
+        assert!(!keyword_value(
+            "",
+            "Idempotency-Key: ",
+            "123e4567-e89b-42d3-a456-426614174000"
+        ));
+        assert!(!keyword_value(
+            "",
+            "key ",
+            "123e4567-e89b-42d3-a456-426614174000"
+        ));
+        assert!(!keyword_value(
+            "a cache ",
+            "key ",
+            "9f86d081884c7d659a2feaa0c55ad015"
+        ));
+        assert!(keyword_value(
+            "the api ",
+            "key ",
+            "9f86d081884c7d659a2feaa0c55ad015"
+        ));
     }
 
     #[test]
     fn object_ids_are_not_tokens() {
-        assert!(!prefixed_token("", "req_011CSHoEeqs5C35K2UUqR7Fy"));
-        assert!(prefixed_token("", "rnd_Zf3D0LXCM3EIMbgJpUNnkRtOfOue"));
+        assert!(!prefixed_token("", "", "req_011CSHoEeqs5C35K2UUqR7Fy"));
+        assert!(prefixed_token("", "", "rnd_Zf3D0LXCM3EIMbgJpUNnkRtOfOue"));
     }
 
     #[test]
     fn digests_are_not_user_passwords() {
-        assert!(!user_password("sha256:", "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB"));
-        assert!(user_password("deploy:", "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB"));
+        assert!(!user_password(
+            "",
+            "sha256:",
+            "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB"
+        ));
+        assert!(user_password(
+            "",
+            "deploy:",
+            "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB"
+        ));
     }
 }

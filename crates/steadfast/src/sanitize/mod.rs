@@ -45,8 +45,11 @@ pub use rule::Rule;
 pub use rules::BUILTIN_RULES;
 pub use sanitizer::{Sanitizer, SanitizerBuilder};
 
-static WITH_GENERIC: LazyLock<Sanitizer> =
-    LazyLock::new(|| Sanitizer::builder().build().expect("the built-in rules compile"));
+static WITH_GENERIC: LazyLock<Sanitizer> = LazyLock::new(|| {
+    Sanitizer::builder()
+        .build()
+        .expect("the built-in rules compile")
+});
 
 static RULES_ONLY: LazyLock<Sanitizer> = LazyLock::new(|| {
     Sanitizer::builder()
@@ -75,14 +78,22 @@ pub fn set_generic_layer(enabled: bool) {
 fn current() -> &'static Sanitizer {
     let mut state = GENERIC.load(Ordering::Relaxed);
     if state == 0 {
-        let off = std::env::var("STEADFAST_SANITIZER_GENERIC")
-            .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "false"));
+        let off = std::env::var("STEADFAST_SANITIZER_GENERIC").is_ok_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "off" | "0" | "false"
+            )
+        });
         state = if off { 2 } else { 1 };
         // A concurrent `set_generic_layer` wins over the environment.
         let _ = GENERIC.compare_exchange(0, state, Ordering::Relaxed, Ordering::Relaxed);
         state = GENERIC.load(Ordering::Relaxed);
     }
-    if state == 2 { &RULES_ONLY } else { &WITH_GENERIC }
+    if state == 2 {
+        &RULES_ONLY
+    } else {
+        &WITH_GENERIC
+    }
 }
 
 /// Redacts `text` with the built-in rules. Returns the input unchanged (borrowed) when nothing

@@ -123,6 +123,16 @@ fn userinfo_key(s: &str) -> bool {
     s.len() >= 16 && has_digit(s)
 }
 
+/// For rules that only claim a span so that no later rule redacts inside it.
+fn never(_: &str) -> bool {
+    false
+}
+
+/// An INI value with spaces (`password = correct horse battery`) runs to the end of the line.
+fn ini_value(s: &str) -> bool {
+    not_a_path(s)
+}
+
 const fn rule(name: &'static str, pattern: &'static str, replacement: &'static str) -> Rule {
     Rule::builtin(name, pattern, replacement, None)
 }
@@ -176,6 +186,14 @@ pub const BUILTIN_RULES: &[Rule] = &[
         "rust-backtrace",
         r"(?-u)(?m)^stack backtrace:[ \t]*\r?(?:\n|$)(?:[ \t]+(?:\d+: |at )[^\n]*\r?(?:\n|$))*|^[ \t]+\d+: [\w<>\[\]{}$ ]*::[^\n]*\r?(?:\n|$)",
         "",
+    ),
+    // `version 10.2.3.4` is a version, not a private address (a bare `10.2.3.4` stays an
+    // address: nothing tells them apart).
+    checked(
+        "version-number",
+        r"(?-u)(?i)\b(?:version|release|build|firmware|driver|kernel|ver|rev)[ \t]*[:=]?[ \t]*v?\d+(?:\.\d+){1,3}\b",
+        "",
+        never,
     ),
     rule(
         "internal-url",
@@ -370,6 +388,14 @@ pub const BUILTIN_RULES: &[Rule] = &[
     rule("figma-token", r"(?-u)\bfig[dou]_[A-Za-z0-9_-]{40,}", R),
     // Values of keys that name a secret. Before the shapes below, so that `api_key_v2=…` is
     // judged as an assignment, not as an `api_…` shape.
+    // Keys that name an identifier, not a credential (`Idempotency-Key: <uuid>`,
+    // `partition_key=…`, `next_page_token=…`): claimed so that the key rules below leave them alone.
+    checked(
+        "non-secret-key",
+        r#"(?-u)(?i)\b(?:[A-Za-z0-9]+[_.-])*(?:(?:idempotency|partition|sort|primary|foreign|cache|object|routing|dedup(?:lication)?|row|range|hash|shard|s3)[_.-]?key|(?:next[_.-]?)?page[_.-]?token|(?:continuation|sync|pagination)[_.-]?token)(?:\\?["'])?\s*(?:=>|:=|[:=])\s*(?:\\?["'])?[^\s"',;&]+"#,
+        "",
+        never,
+    ),
     rule(
         "key-xml-element",
         concat!(r"(?-u)(?P<KEEP><", strong_key!(), r">)[^<]+(?P<TAIL></)"),
@@ -412,6 +438,16 @@ pub const BUILTIN_RULES: &[Rule] = &[
             r"')[^'\r\n]+(?P<TAIL>')"
         ),
         R,
+    ),
+    checked(
+        "key-ini-spaced",
+        concat!(
+            r"(?-u)(?m)(?P<KEEP>^[ \t]*",
+            strong_key!(),
+            r#"[ \t]+=[ \t]+)[^\s"';#][^\s]*(?:[ \t]+[^\s]+)+(?P<TAIL>[ \t]*\r?)$"#
+        ),
+        R,
+        ini_value,
     ),
     checked(
         "key-value",

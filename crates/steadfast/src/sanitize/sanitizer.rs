@@ -14,8 +14,9 @@ enum Check {
     Always,
     /// A rule's check, on the redacted part.
     Value(fn(&str) -> bool),
-    /// A generic rule's check, on the context (`KEEP`) and the redacted part.
-    Context(fn(&str, &str) -> bool),
+    /// A generic rule's check, on up to [`BEFORE`] bytes before the match, the context (`KEEP`)
+    /// and the redacted part.
+    Context(fn(&str, &str, &str) -> bool),
 }
 
 /// What the scan needs of a rule once its pattern has won a span.
@@ -65,6 +66,9 @@ const SIZE_LIMIT: usize = 64 << 20;
 /// Extra scans after a replacement that borders a word character (rare: a secret glued to a
 /// word). Each is linear, so the whole stays linear.
 const MAX_PASSES: usize = 3;
+/// How much text before a generic rule's match its check sees (`cache key …`): bounded, so that
+/// checking stays linear.
+const BEFORE: usize = 32;
 
 impl Sanitizer {
     /// The built-in rules followed by `extra` (which lose to the built-in ones at the same
@@ -248,7 +252,10 @@ impl Sanitizer {
             let passes = match rule.check {
                 Check::Always => true,
                 Check::Value(check) => check(&text[keep..tail]),
-                Check::Context(check) => check(&text[start..keep], &text[keep..tail]),
+                Check::Context(check) => {
+                    let from = floor_char(text, start.saturating_sub(BEFORE));
+                    check(&text[from..start], &text[start..keep], &text[keep..tail])
+                }
             };
             if passes {
                 let buf = out.get_or_insert_with(|| String::with_capacity(text.len()));
@@ -335,7 +342,11 @@ impl SanitizerBuilder {
     ///
     /// See [`Sanitizer::builder`] for an example.
     pub fn build(self) -> Result<Sanitizer, regex::Error> {
-        let rules = super::BUILTIN_RULES.iter().cloned().chain(self.extra).collect();
+        let rules = super::BUILTIN_RULES
+            .iter()
+            .cloned()
+            .chain(self.extra)
+            .collect();
         let generic: &[Generic] = if self.generic { GENERIC_RULES } else { &[] };
         Sanitizer::compile_layers(rules, generic)
     }

@@ -49,6 +49,20 @@ pub const SECRETS: &[&str] = &[
     "login with credentials ci-bot / {pw} failed",
     "Klaviyo-API-Key pk_{hex:34} rejected",
     "the client secret {b64u:43} has expired (AADSTS7000222)",
+    // Added while tuning: more families.
+    "Jenkins: hudson.util.Secret {b64pad} could not be decrypted",
+    "ansible-vault: Decryption failed (vault password {pw} is wrong)",
+    "ssh-keygen -p -P old -N {pw} -f ~/.ssh/id_ed25519: incorrect passphrase",
+    "gpg --batch --passphrase {pw} -d secrets.gpg: decryption failed: Bad session key",
+    "keytool -importkeystore -srcstorepass {pw} -deststorepass {pw}: keystore password was incorrect",
+    "curl -H 'X-Custom-Auth: {b62:40}' https://api.example.com returned 403",
+    "rabbitmqctl add_user admin {pw}: Error: user already exists",
+    "ERROR 1396 (HY000): Operation CREATE USER failed for 'app'@'%' IDENTIFIED BY '{pw}'",
+    "ALTER ROLE app WITH LOGIN PASSWORD '{pw}'; ERROR: permission denied",
+    "redis: AUTH {b62:32} failed: WRONGPASS invalid username-password pair",
+    "ftp: 530 Login incorrect (USER ci PASS {pw})",
+    "smtp: 535 5.7.8 Authentication failed (AUTH PLAIN {b64pad})",
+    "SASL PLAIN authentication failed for user kafka with password {pw}",
 ];
 
 /// Look-alikes: nothing to redact. Each must come back unchanged.
@@ -99,4 +113,19 @@ pub const LOOKALIKES: &[&str] = &[
     "object uploads/{b62:20}.bin not found",
     "job id {b62:22} failed after 3 attempts",
     "wasm module hash {hex:64} not in cache",
+    // Added while tuning: look-alikes probing the generic layer's contexts.
+    "{\"id\":\"chatcmpl-{b62:29}\",\"object\":\"chat.completion\",\"error\":null}",
+    "X-Amz-Cf-Id: {b64u:56}",
+    "x-ms-request-id: {uuid}",
+    "signature verification failed for message {hex:64}",
+    "JWT kid {b64u:43} not found in JWKS",
+    "AccessDeniedException: not authorized to perform secretsmanager:GetSecretValue on arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-Ab3dEf",
+    "SecretNotFound: A secret with (name/id) db-password/{hex:32} was not found in this key vault",
+    "list call returned next_page_token={b64u:80}",
+    "user_id:{hex:24} not found",
+    "Redis key user:{hex:24} expired",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5{b64:43} deploy@ci is not an allowed public key",
+    "cursor=eyJpZCI6{b64u:40} is stale",
+    "nonce={b64:22} reused",
+    "upload_id={b64u:60} expired",
 ];
