@@ -143,7 +143,8 @@ impl<'a> ToolCall<'a> {
         self.run_judged(cancel, attempt, move |answer| match answer {
             ToolAnswer::Result(result) => match mode.judge(&result) {
                 Some(class) => Err(CallFailure::Tool(Box::new(result), class)),
-                None => Ok(ToolAnswer::Result(result)),
+                // The tool's own `isError` text goes to the model: through the sanitizer.
+                None => Ok(ToolAnswer::Result(sanitize_error_result(result))),
             },
             other => Ok(other),
         })
@@ -219,6 +220,39 @@ impl<'a> ToolCall<'a> {
             .await
             .map_err(|e| final_error(self.tool, &e))
     }
+}
+
+/// The text blocks and structured content of an `isError` result, sanitized (a success is the
+/// data the model asked for and passes untouched). Text that is a JSON object or array is
+/// sanitized as JSON: escaped quotes and `\n` would hide secrets and stack frames from a scan of
+/// the text.
+///
+/// ```
+/// use rmcp::model::{CallToolResult, ContentBlock};
+/// let r = CallToolResult::error(vec![ContentBlock::text("login failed: password=hunter2")]);
+/// let r = steadfast_mcp::sanitize_error_result(r);
+/// assert_eq!(steadfast_mcp::tool_result_text(&r), "login failed: password=[redacted]");
+/// ```
+pub fn sanitize_error_result(mut result: CallToolResult) -> CallToolResult {
+    if result.is_error != Some(true) {
+        return result;
+    }
+    for block in &mut result.content {
+        if let ContentBlock::Text(t) = block {
+            let as_json = serde_json::from_str::<serde_json::Value>(&t.text)
+                .ok()
+                .filter(|v| v.is_object() || v.is_array());
+            if let Some(v) = as_json {
+                t.text = steadfast::sanitize_json(&v).to_string();
+            } else if let std::borrow::Cow::Owned(clean) = steadfast::sanitize(&t.text) {
+                t.text = clean;
+            }
+        }
+    }
+    if let Some(s) = &mut result.structured_content {
+        *s = steadfast::sanitize_json(s);
+    }
+    result
 }
 
 fn final_error(tool: &str, e: &RetryError<CallFailure>) -> LlmError {

@@ -65,7 +65,7 @@ mod middleware;
 mod policy;
 mod reconnect;
 
-pub use call::{ToolCall, llm_error_result};
+pub use call::{ToolCall, llm_error_result, sanitize_error_result};
 pub use classify::{
     classify_error_data, classify_service_error, classify_tool_result, tool_result_text,
 };

@@ -68,6 +68,19 @@ impl ServerHandler for Server {
                 self.business.fetch_add(1, Ordering::SeqCst);
                 CallToolResult::error(vec![ContentBlock::text("no such order: 42")])
             }
+            "leaky" => {
+                // A tool's own failure that echoes its credentials (the generic layer's kind:
+                // no built-in rule names `sshpass -p`).
+                let mut r = CallToolResult::error(vec![
+                    ContentBlock::text(
+                        "sshpass -p q8Zx7R2pLk5TmW3v ssh deploy@web1 failed\n    at run (/app/src/deploy.js:12:7)",
+                    ),
+                    ContentBlock::text(r#"{"error":"denied","password":"hunter2"}"#),
+                ]);
+                r.structured_content =
+                    Some(json!({"api_key": "abc", "detail": "token=Zf3D0LXCM3EIMbgJ"}));
+                r
+            }
             _ => return Err(ErrorData::invalid_params("unknown tool", None)),
         };
         Ok(r.into())
@@ -151,6 +164,29 @@ async fn business_failures_pass_through_once() {
     let e = r.structured_content.unwrap();
     assert_eq!(e["attemptsMade"], 3);
     assert_eq!(inner.business.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_tools_own_is_error_text_is_sanitized() {
+    let (client, _server) =
+        pair(Resilient::new(Server::default()).default_policy(fast(quick()))).await;
+    let r = client
+        .call_tool(CallToolRequestParams::new("leaky"))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    let texts: Vec<&str> = r
+        .content
+        .iter()
+        .filter_map(|b| b.as_text())
+        .map(|t| t.text.as_str())
+        .collect();
+    assert_eq!(texts[0], "sshpass -p [redacted] ssh deploy@web1 failed\n");
+    assert_eq!(texts[1], r#"{"error":"denied","password":"[redacted]"}"#);
+    assert_eq!(
+        r.structured_content.unwrap(),
+        json!({"api_key": "[redacted]", "detail": "token=[redacted]"})
+    );
 }
 
 #[tokio::test]
