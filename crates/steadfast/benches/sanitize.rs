@@ -7,13 +7,19 @@
 //! usual way). The `adversarial` group feeds near-misses at two sizes: equal MiB/s at both sizes
 //! means linear time.
 //!
-//! Run: `cargo bench -p steadfast --bench sanitize`.
+//! Each text is also run through the sanitizer without the generic layer (`rules_only`: the
+//! scan as it was before issue 24, plus its three new built-in rules), in the same run. The
+//! `generic_dense` text is command lines and credential files that only the generic layer
+//! redacts, and the adversarial text has the generic layer's near-misses too.
+//!
+//! Run: `cargo bench -p steadfast --bench sanitize`. With `SANITIZE_COST=<variant>:<text>` it
+//! instead sanitizes that text 50 times (`SANITIZE_COST_ROUNDS`) and exits, for `valgrind --tool=cachegrind`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use steadfast::{BUILTIN_RULES, Rule, sanitize, sanitize_json};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
+use steadfast::{BUILTIN_RULES, Rule, Sanitizer, sanitize, sanitize_json};
 
 const MIXED: &[&str] = &[
     "File not found: /reports/2024/q3.pdf",
@@ -32,6 +38,21 @@ const MIXED: &[&str] = &[
     "https://api.example.com/search?q=cats&api_key=0123456789abcdef returned 403",
     "Service temporarily unavailable (503)",
     "User alice is not a member of team platform",
+];
+
+/// Secrets that only the generic layer knows (values made up at run time would be better; these
+/// are cycled fakes like the corpus's).
+const GENERIC_DENSE: &[&str] = &[
+    "command failed: mysql -h db.example.com -u app -pFake0Pass1Word2x -e 'select 1'",
+    "sshpass -p 'Fake0Pass1Word2x' ssh ops@bastion.example.com uptime: Permission denied",
+    "redis-cli -h cache.example.com -a FakeEXAMPLE0123456789testTEST PING: NOAUTH",
+    "psql: could not parse ~/.pgpass line 3: db.example.com:5432:main:app:Fake0Pass1Word2x",
+    "Datadog rejected the request: api key 0123456789abcdef0123456789abcdef is not valid",
+    "okta: request with SSWS 00FakeEXAMPLE0123456789testTEST0123456789 failed",
+    "render deploy failed: 401 using rnd_FakeEXAMPLE0123456789testTEST01",
+    "the credentials FAKE0EXAMPLE1TEST2AB:FakeEXAMPLE0123456789testTEST0123456789 were rejected",
+    "User alice is not a member of team platform",
+    "Rate limit exceeded, retry in 30 seconds",
 ];
 
 const ASCII: &[&str] = &[
@@ -117,6 +138,12 @@ fn adversarial(size: usize) -> String {
         "a@",
         "\"token\":\"",
         "AKIA",
+        "-p",
+        "user:",
+        "api key ",
+        "SSWS ",
+        "FakeEXAMPLE0123456789",
+        "X=",
     ];
     let mut i = 0;
     while text.len() < size {
@@ -161,34 +188,75 @@ impl Sequential {
     }
 }
 
-fn bench(c: &mut Criterion) {
-    let _ = sanitize("warm up"); // compile outside the measurement
-    let sequential = Sequential::new();
+fn variants() -> [(&'static str, Sanitizer); 2] {
+    [
+        ("steadfast", Sanitizer::builder().build().unwrap()),
+        (
+            "rules_only",
+            Sanitizer::builder().generic_layer(false).build().unwrap(),
+        ),
+    ]
+}
 
-    let inputs = [
+fn inputs() -> Vec<(&'static str, String)> {
+    vec![
         ("ascii_clean", build(ASCII, "")),
         ("accented_latin", build(ACCENTED, "")),
         ("cjk", build(CJK, "")),
         ("emoji", build(EMOJI, "")),
         ("leading_e_acute", build(ASCII, "é")),
         ("match_dense", build(MIXED, "")),
-    ];
+        ("generic_dense", build(GENERIC_DENSE, "")),
+    ]
+}
+
+/// `SANITIZE_COST=steadfast:ascii_clean`: one variant on one text, 50 times (for cachegrind).
+fn cost(spec: &str) {
+    let (variant, text) = spec.split_once(':').expect("variant:text");
+    let (_, s) = variants()
+        .into_iter()
+        .find(|(n, _)| *n == variant)
+        .expect("a variant");
+    let (_, t) = inputs()
+        .into_iter()
+        .find(|(n, _)| *n == text)
+        .expect("a text");
+    let rounds: usize = std::env::var("SANITIZE_COST_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(50);
+    let mut n = 0;
+    for _ in 0..rounds {
+        n += s.sanitize(black_box(&t)).len();
+    }
+    println!("{n}");
+}
+
+fn bench(c: &mut Criterion) {
+    let variants = variants();
+    let sequential = Sequential::new();
+
     let mut g = c.benchmark_group("sanitize");
-    for (name, text) in &inputs {
+    for (name, text) in &inputs() {
         g.throughput(Throughput::Bytes(text.len() as u64));
-        g.bench_with_input(BenchmarkId::new("steadfast", name), text, |b, t| {
-            b.iter(|| sanitize(black_box(t)).len())
-        });
-        g.bench_with_input(
-            BenchmarkId::new("baseline_rule_by_rule", name),
-            text,
-            |b, t| b.iter(|| sequential.sanitize(black_box(t))),
-        );
+        for (variant, s) in &variants {
+            g.bench_with_input(BenchmarkId::new(*variant, name), text, |b, t| {
+                b.iter(|| s.sanitize(black_box(t)).len())
+            });
+        }
+        if matches!(*name, "ascii_clean" | "match_dense") {
+            g.bench_with_input(
+                BenchmarkId::new("baseline_rule_by_rule", name),
+                text,
+                |b, t| b.iter(|| sequential.sanitize(black_box(t))),
+            );
+        }
     }
     g.finish();
 
     // A relayed JSON-RPC error's `data`: walked as JSON, against the old way (serialize, scan
     // the text, parse back).
+    let _ = sanitize("warm up"); // compile outside the measurement
     let data = error_data();
     let bytes = serde_json::to_string(&data).unwrap().len();
     let mut g = c.benchmark_group("sanitize_json");
@@ -208,11 +276,22 @@ fn bench(c: &mut Criterion) {
     for size in [64 * 1024, 1024 * 1024] {
         let text = adversarial(size);
         g.throughput(Throughput::Bytes(text.len() as u64));
-        g.bench_with_input(BenchmarkId::new("steadfast", size), &text, |b, t| {
-            b.iter(|| sanitize(black_box(t)).len())
-        });
+        for (variant, s) in &variants {
+            g.bench_with_input(BenchmarkId::new(*variant, size), &text, |b, t| {
+                b.iter(|| s.sanitize(black_box(t)).len())
+            });
+        }
     }
     g.finish();
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("SANITIZE_COST") {
+        cost(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
 }
 
 criterion_group! {
@@ -220,4 +299,3 @@ criterion_group! {
     config = Criterion::default().warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2)).sample_size(10);
     targets = bench
 }
-criterion_main!(benches);

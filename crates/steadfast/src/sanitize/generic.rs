@@ -47,7 +47,7 @@ macro_rules! pw {
 /// (`api_key`, `X-Auth-Token`, `clientSecret`, `PGPASSWORD`, `access_key_id`).
 macro_rules! keyword {
     () => {
-        r"(?i:\b[A-Za-z0-9_.-]*?(?:pass(?:word|wd|phrase)?|pwd|passwort|secret|token|key|auth|credentials?|creds)[A-Za-z0-9_.-]{0,16})"
+        r"(?i:\b[A-Za-z0-9_.-]*?(?:pass(?:word|wd|phrase)?|pwd|passwort|secret|token|key|auth|credentials?|creds)[A-Za-z0-9_.-]*)"
     };
 }
 
@@ -55,7 +55,7 @@ macro_rules! keyword {
 /// lowercase words of prose (`api key is …`, `key not found: …`, `token, got …`).
 macro_rules! sep {
     () => {
-        r#"(?:["'`]?[ \t]*(?:=>|:=|->|[:=,])[ \t]*|["'`]?[ \t]+)(?:[a-z]{2,10}:?[ \t]+){0,3}["'`(<\[]?"#
+        r#"(?:["'`]?[ \t]*(?:=>|:=|->|[:=,])[ \t]*|["'`]?[ \t]+)(?:[a-z]+:?[ \t]+){0,3}["'`(<\[]?"#
     };
 }
 
