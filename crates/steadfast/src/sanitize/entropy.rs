@@ -16,14 +16,16 @@ pub(super) fn entropy(s: &str) -> f64 {
         counts[b as usize] += 1;
     }
     let n = s.len() as f64;
-    counts
-        .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
+    // Each distinct byte once, in the order of the text: no pass over all 256 counts.
+    let mut h = 0.0;
+    for b in s.bytes() {
+        let c = std::mem::take(&mut counts[b as usize]);
+        if c > 0 {
             let p = f64::from(c) / n;
-            -p * p.log2()
-        })
-        .sum()
+            h -= p * p.log2();
+        }
+    }
+    h
 }
 
 /// `8-4-4-4-12` hex digits.
@@ -64,13 +66,13 @@ fn is_name(s: &str) -> bool {
             return true;
         }
     }
-    let parts: Vec<&str> = s.split(['-', '_', '.']).collect();
-    if parts.len() < 2 {
+    let mut parts = s.split(['-', '_', '.']);
+    if s.split(['-', '_', '.']).nth(1).is_none() {
         return false;
     }
-    let wordy = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphabetic());
     // Every part a word, or (all lowercase) parts no longer than a generated suffix.
-    parts.iter().all(wordy) || (lower && parts.iter().all(|p| p.len() <= 16))
+    let wordy = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphabetic());
+    parts.clone().all(wordy) || (lower && parts.all(|p| p.len() <= 16))
 }
 
 /// Placeholders and masks: `********`, `xxxxxxxx`, `<token>`, `${TOKEN}`, `$TOKEN`, `%s`.

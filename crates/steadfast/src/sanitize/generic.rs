@@ -98,10 +98,22 @@ const NOT_SECRET_KEYS: &[&str] = &[
 
 /// Words that make even a UUID a credential (`secret_id <uuid>`, `api key <uuid>`).
 fn strong(context: &str) -> bool {
-    let c = context.to_ascii_lowercase();
     ["pass", "pwd", "secret", "token", "api", "auth", "cred"]
         .iter()
-        .any(|w| c.contains(w))
+        .any(|w| contains_ignore_case(context, w))
+}
+
+fn contains_ignore_case(hay: &str, needle: &str) -> bool {
+    hay.as_bytes()
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+/// Whether any word of `text` (split on what is not a letter or digit) is in `list`, in any
+/// case.
+fn has_word(text: &str, list: &[&str]) -> bool {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| list.iter().any(|l| l.eq_ignore_ascii_case(w)))
 }
 
 /// The word just before a match (`cache` in `cache key …`).
@@ -114,20 +126,19 @@ fn last_word(before: &str) -> &str {
 }
 
 fn keyword_value(before: &str, context: &str, value: &str) -> bool {
-    let c = format!("{} {context}", last_word(before)).to_ascii_lowercase();
-    if c.split(|ch: char| !ch.is_ascii_alphanumeric())
-        .any(|w| NOT_SECRET_KEYS.contains(&w))
-    {
+    if has_word(last_word(before), NOT_SECRET_KEYS) || has_word(context, NOT_SECRET_KEYS) {
         return false;
     }
+    // `KEYID:SECRET` after a credential word: judged by its first half, redacted whole.
     let v = trim(value);
-    is_random(v) || (is_uuid(v) && strong(context))
+    let first = v.split(':').next().unwrap_or(v);
+    is_random(first) || (is_uuid(first) && strong(context))
 }
 
 fn scheme_value(_: &str, context: &str, value: &str) -> bool {
     let v = trim(value);
-    let scheme = context.trim().to_ascii_lowercase();
-    is_random(v) || (is_uuid(v) && scheme != "bot") || v.split(':').all(is_random)
+    let bot = context.trim().eq_ignore_ascii_case("bot");
+    is_random(v) || (is_uuid(v) && !bot) || v.split(':').all(is_random)
 }
 
 /// Not user names: hash algorithms (`sha256:<digest>`), URI schemes, log levels, Kubernetes
@@ -186,9 +197,9 @@ const NOT_USERS: &[&str] = &[
 /// `user:password`, not `sha256:<digest>` or `user_id:<object id>`: a hex value after a colon
 /// is an id or a digest far more often than a password.
 fn user_password(_: &str, context: &str, value: &str) -> bool {
-    let user = context.trim_end_matches(':').to_ascii_lowercase();
-    !NOT_USERS.contains(&user.as_str())
-        && !user.ends_with("id")
+    let user = context.trim_end_matches(':');
+    !NOT_USERS.iter().any(|u| u.eq_ignore_ascii_case(user))
+        && !user.to_ascii_lowercase().ends_with("id")
         && !user.bytes().all(|b| b.is_ascii_digit())
         && !value.bytes().all(|b| b.is_ascii_hexdigit())
         && is_random(value)
@@ -197,8 +208,9 @@ fn user_password(_: &str, context: &str, value: &str) -> bool {
 fn id_secret_pair(_: &str, _: &str, value: &str) -> bool {
     match value.split_once(':') {
         Some((id, secret)) => {
-            let id_l = id.to_ascii_lowercase();
-            !NOT_USERS.contains(&id_l.as_str()) && is_random(id) && is_random(secret)
+            !NOT_USERS.iter().any(|u| u.eq_ignore_ascii_case(id))
+                && is_random(id)
+                && is_random(secret)
         }
         None => false,
     }
@@ -260,9 +272,11 @@ fn prefixed_token(before: &str, _: &str, value: &str) -> bool {
     let Some(cut) = v.find(['_', '-']) else {
         return false;
     };
-    let prefix = v[..cut].to_ascii_lowercase();
+    let prefix = &v[..cut];
     let body = &v[cut + 1..];
-    !ID_PREFIXES.contains(&prefix.as_str()) && body.len() >= 20 && is_random(body)
+    !ID_PREFIXES.iter().any(|p| p.eq_ignore_ascii_case(prefix))
+        && body.len() >= 20
+        && is_random(body)
 }
 
 /// The generic layer's rules, in priority order (after every built-in rule).
@@ -407,7 +421,16 @@ pub(super) const GENERIC_RULES: &[Generic] = &[
     },
     Generic {
         name: "keyword-value",
-        pattern: concat!(r"(?-u)(?P<KEEP>", keyword!(), sep!(), r")", tok!()),
+        pattern: concat!(
+            r"(?-u)(?P<KEEP>",
+            keyword!(),
+            sep!(),
+            r")",
+            tok!(),
+            r"(?::",
+            tok!(),
+            r")?"
+        ),
         check: keyword_value,
     },
     Generic {

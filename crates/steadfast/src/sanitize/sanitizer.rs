@@ -276,10 +276,15 @@ impl Sanitizer {
             } else if keep == start {
                 match rule.check {
                     // A generic rule's span may hold a rule's match that starts later
-                    // (`AKIA…:…` fails as a pair): look again from the next character.
+                    // (`AKIA…:…` fails as a pair): look again after the word it starts
+                    // with (a rule starts at a word boundary or at a non-word character).
                     Check::Context(_) if end - start <= rescan_budget => {
                         rescan_budget -= end - start;
-                        ceil_char(text, start + 1)
+                        let word = hay[start..end]
+                            .iter()
+                            .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+                            .map_or(end, |i| start + i);
+                        ceil_char(text, word.max(start + 1))
                     }
                     _ => end,
                 }

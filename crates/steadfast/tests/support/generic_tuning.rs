@@ -63,6 +63,9 @@ pub const SECRETS: &[&str] = &[
     "ftp: 530 Login incorrect (USER ci PASS {pw})",
     "smtp: 535 5.7.8 Authentication failed (AUTH PLAIN {b64pad})",
     "SASL PLAIN authentication failed for user kafka with password {pw}",
+    // Added after the held-out score was taken, for a miss class found there (a credential
+    // word before `ID:SECRET`): written anew, not copied.
+    "MinIO rejected the access key pair {up:20}:{b62:40} (InvalidAccessKeyId)",
 ];
 
 /// Look-alikes: nothing to redact. Each must come back unchanged.
