@@ -48,7 +48,8 @@
 //! - [`RetryBudget`]: keep retries a bounded share of a dependency's traffic.
 //! - [`ConcurrencyLimit`]: cap how many calls retry at once.
 //! - [`LlmError`]: the structured, sanitized error a model receives ([`RetryError::to_llm_error`]).
-//! - [`sanitize`], [`sanitize_json`], [`Sanitizer`], [`BUILTIN_RULES`]: redaction of secrets and internals.
+//! - [`sanitize`], [`sanitize_json`], [`Sanitizer`], [`BUILTIN_RULES`]: redaction of secrets and internals,
+//!   with a generic layer for credentials no rule names ([`set_generic_layer`] turns it off).
 //!
 //! # Guarding a dependency
 //!

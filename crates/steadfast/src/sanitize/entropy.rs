@@ -66,6 +66,9 @@ fn is_name(s: &str) -> bool {
             return true;
         }
     }
+    if camel_words(s) {
+        return true;
+    }
     let mut parts = s.split(['-', '_', '.']);
     if s.split(['-', '_', '.']).nth(1).is_none() {
         return false;
@@ -73,6 +76,25 @@ fn is_name(s: &str) -> bool {
     // Every part a word, or (all lowercase) parts no longer than a generated suffix.
     let wordy = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphabetic());
     parts.clone().all(wordy) || (lower && parts.all(|p| p.len() <= 16))
+}
+
+/// An identifier of capitalized words and numbers (`Base64HighEntropyString`,
+/// `KeywordDetector2`): every capital starts a run of at least two lowercase letters.
+fn camel_words(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut capitals = 0;
+    for (i, c) in b.iter().enumerate() {
+        if c.is_ascii_uppercase() {
+            capitals += 1;
+            let word = b.get(i + 1..i + 3);
+            if !word.is_some_and(|w| w.iter().all(u8::is_ascii_lowercase)) {
+                return false;
+            }
+        } else if !c.is_ascii_alphanumeric() {
+            return false;
+        }
+    }
+    capitals >= 2 && b[0].is_ascii_uppercase()
 }
 
 /// Placeholders and masks: `********`, `xxxxxxxx`, `<token>`, `${TOKEN}`, `$TOKEN`, `%s`.
@@ -171,6 +193,7 @@ mod tests {
             "${GITHUB_TOKEN}",
             "1234567890123456",
             "getUserProfileById",
+            "Base64HighEntropyString",
             "deadbeef",
         ] {
             assert!(!is_random(s), "{s}");
