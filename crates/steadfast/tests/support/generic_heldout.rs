@@ -1,6 +1,7 @@
 //! HELD-OUT set for the generic layer. Frozen before the layer was written; never tuned on.
-//! Scored once before any tuning (the score is in the commit that froze it and in the issue's
-//! closing note). Do not edit to make a case pass: add new cases to `generic_tuning.rs`.
+//! The rules-alone score is in the commit that froze it (b6d38e8), the layer's first score, taken
+//! before any tuning, in the commit that added the layer (39f828b); both are in
+//! `docs/sanitizer.md`. Do not edit to make a case pass: add new cases to `generic_tuning.rs`.
 //!
 //! Messages are modelled on providers' documentation and public issue threads: command lines
 //! echoed in errors, credential files pasted into errors, and tokens of providers that no
