@@ -55,6 +55,7 @@ struct Inner {
     policy: RetryPolicy,
     policies: HashMap<String, RetryPolicy>,
     dependencies: HashMap<String, String>,
+    default_dependency: Option<String>,
     breakers: Option<BreakerRegistry>,
     budget: Option<BudgetConfig>,
     budgets: Mutex<HashMap<String, RetryBudget>>,
@@ -86,6 +87,7 @@ pub struct GuardBuilder {
     policy: RetryPolicy,
     policies: HashMap<String, RetryPolicy>,
     dependencies: HashMap<String, String>,
+    default_dependency: Option<String>,
     breaker: Option<BreakerConfig>,
     breaker_configs: Vec<(String, BreakerConfig)>,
     no_breaker: bool,
@@ -130,6 +132,19 @@ impl GuardBuilder {
     /// own dependency.
     pub fn dependency(mut self, tool: impl Into<String>, dependency: impl Into<String>) -> Self {
         self.dependencies.insert(tool.into(), dependency.into());
+        self
+    }
+
+    /// The dependency of every tool not named in a [`dependency`](Self::dependency) call —
+    /// typically the one MCP server or API all of an agent's tools go to — so they trip one
+    /// breaker together.
+    ///
+    /// ```
+    /// let guard = steadfast_agents::Guard::builder().default_dependency("github-mcp").build();
+    /// assert_eq!(guard.dependency_of("list_issues"), "github-mcp");
+    /// ```
+    pub fn default_dependency(mut self, dependency: impl Into<String>) -> Self {
+        self.default_dependency = Some(dependency.into());
         self
     }
 
@@ -198,6 +213,7 @@ impl GuardBuilder {
                 policy: self.policy,
                 policies: self.policies,
                 dependencies: self.dependencies,
+                default_dependency: self.default_dependency,
                 breakers,
                 budget: self.budget,
                 budgets: Mutex::new(HashMap::new()),
@@ -217,6 +233,7 @@ impl Guard {
             policy: RetryPolicy::default(),
             policies: HashMap::new(),
             dependencies: HashMap::new(),
+            default_dependency: None,
             breaker: None,
             breaker_configs: Vec::new(),
             no_breaker: false,
@@ -227,12 +244,13 @@ impl Guard {
         }
     }
 
-    /// The dependency `tool` belongs to (its own name unless one was set).
+    /// The dependency `tool` belongs to: the one set for it, else the default dependency,
+    /// else the tool itself.
     pub fn dependency_of<'a>(&'a self, tool: &'a str) -> &'a str {
-        self.inner
-            .dependencies
-            .get(tool)
-            .map_or(tool, String::as_str)
+        match self.inner.dependencies.get(tool) {
+            Some(dep) => dep,
+            None => self.inner.default_dependency.as_deref().unwrap_or(tool),
+        }
     }
 
     /// The policy `tool` runs under.
@@ -257,6 +275,16 @@ impl Guard {
         &self.inner.metrics
     }
 
+    /// The seed for the jitter, if one was set.
+    pub(crate) fn seed_value(&self) -> Option<u64> {
+        self.inner.seed
+    }
+
+    /// The retry budget of `tool`'s dependency, if budgets are on.
+    pub(crate) fn budget_for(&self, tool: &str) -> Option<RetryBudget> {
+        self.budget(self.dependency_of(tool))
+    }
+
     fn budget(&self, key: &str) -> Option<RetryBudget> {
         let config = self.inner.budget.as_ref()?;
         let mut budgets = self
@@ -273,9 +301,14 @@ impl Guard {
     }
 
     /// The engine for one call to `tool`, with its policy, breaker, budget and metrics.
-    pub(crate) fn retry<T, E>(&self, tool: &str) -> Retry<T, E> {
+    pub(crate) fn retry<T, E>(&self, tool: &str, fallback: Option<&RetryPolicy>) -> Retry<T, E> {
         let key = self.dependency_of(tool);
-        let mut retry = Retry::new(self.policy_for(tool).clone())
+        let policy = match (self.inner.policies.get(tool), fallback) {
+            (Some(own), _) => own,
+            (None, Some(fallback)) => fallback,
+            (None, None) => &self.inner.policy,
+        };
+        let mut retry = Retry::new(policy.clone())
             .name(tool.to_owned())
             .metrics(self.inner.metrics.tool(tool));
         if let Some(b) = self.breaker(tool) {
@@ -296,8 +329,9 @@ impl Guard {
             return Ok(());
         };
         let mut keys = session.clone().tool(tool);
-        if let Some(dep) = self.inner.dependencies.get(tool) {
-            keys = keys.upstream(dep.clone());
+        let dep = self.dependency_of(tool);
+        if dep != tool {
+            keys = keys.upstream(dep.to_owned());
         }
         acquire(keys).await
     }
@@ -319,9 +353,20 @@ impl Guard {
     /// assert_eq!(guard.llm_error("search", &err).code, LlmErrorCode::InvalidRequest);
     /// # }
     /// ```
-    pub async fn run<T, E, F, Fut>(
+    pub async fn run<T, E, F, Fut>(&self, tool: &str, op: F) -> Result<T, RetryError<Limited<E>>>
+    where
+        E: Classify,
+        F: FnMut(u32) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_with(tool, None, op).await
+    }
+
+    /// [`run`](Self::run) with `fallback` as the policy of a tool that has none of its own.
+    pub(crate) async fn run_with<T, E, F, Fut>(
         &self,
         tool: &str,
+        fallback: Option<&RetryPolicy>,
         mut op: F,
     ) -> Result<T, RetryError<Limited<E>>>
     where
@@ -329,7 +374,7 @@ impl Guard {
         F: FnMut(u32) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let retry = self.retry::<T, Limited<E>>(tool);
+        let retry = self.retry::<T, Limited<E>>(tool, fallback);
         retry
             .run(|n| {
                 let fut = op(n);

@@ -6,5 +6,9 @@
 mod guard;
 #[cfg(feature = "rig")]
 pub mod rig;
+#[cfg(feature = "synaptic")]
+pub mod synaptic;
+#[cfg(feature = "rmcp")]
+pub mod mcp;
 
 pub use guard::{Guard, GuardBuilder};
