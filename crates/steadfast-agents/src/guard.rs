@@ -276,11 +276,13 @@ impl Guard {
     }
 
     /// The seed for the jitter, if one was set.
+    #[cfg(feature = "rmcp")]
     pub(crate) fn seed_value(&self) -> Option<u64> {
         self.inner.seed
     }
 
     /// The retry budget of `tool`'s dependency, if budgets are on.
+    #[cfg(feature = "rmcp")]
     pub(crate) fn budget_for(&self, tool: &str) -> Option<RetryBudget> {
         self.budget(self.dependency_of(tool))
     }
