@@ -9,7 +9,7 @@
 //! framework's errors into [`ErrorClass`]es and the final [`LlmError`] back into the
 //! framework's error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use steadfast::{
     BreakerConfig, BreakerRegistry, BudgetConfig, CallCounter, CallKeys, CallLimit,
-    CallLimitExceeded, CircuitBreaker, Classify, LlmError, Limited, Metrics, Retry, RetryBudget,
+    CallLimitExceeded, CircuitBreaker, Classify, Limited, LlmError, Metrics, Retry, RetryBudget,
     RetryError, RetryPolicy,
 };
 
@@ -62,7 +62,15 @@ struct Inner {
     limit: Option<(Arc<Acquire>, CallKeys)>,
     metrics: Metrics,
     seed: Option<u64>,
+    /// Tool names given their own state so far (see [`Guard::admit`]).
+    seen: Mutex<HashSet<String>>,
 }
+
+/// How many tool names get breakers, budgets and metrics of their own; see [`Guard::admit`].
+pub const MAX_TRACKED_TOOLS: usize = 1024;
+
+/// The name under which tools beyond [`MAX_TRACKED_TOOLS`] share their state.
+pub const OTHER_TOOLS: &str = "(other tools)";
 
 impl fmt::Debug for Guard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -220,6 +228,7 @@ impl GuardBuilder {
                 limit: self.limit,
                 metrics: self.metrics,
                 seed: self.seed,
+                seen: Mutex::new(HashSet::new()),
             }),
         }
     }
@@ -303,20 +312,42 @@ impl Guard {
     }
 
     /// The engine for one call to `tool`, with its policy, breaker, budget and metrics.
+    /// The name `tool`'s breaker, budget and metrics are kept under. Tool names usually come
+    /// from a model, which can invent any number of them: past [`MAX_TRACKED_TOOLS`] names, a
+    /// tool not configured by name shares the state of [`OTHER_TOOLS`], so memory stays bounded.
+    pub(crate) fn admit<'a>(&self, tool: &'a str) -> &'a str {
+        if self.inner.dependencies.contains_key(tool) || self.inner.policies.contains_key(tool) {
+            return tool;
+        }
+        let mut seen = self
+            .inner
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if seen.contains(tool) {
+            return tool;
+        }
+        if seen.len() < MAX_TRACKED_TOOLS {
+            seen.insert(tool.to_owned());
+            return tool;
+        }
+        OTHER_TOOLS
+    }
+
     pub(crate) fn retry<T, E>(&self, tool: &str, fallback: Option<&RetryPolicy>) -> Retry<T, E> {
-        let key = self.dependency_of(tool);
         let policy = match (self.inner.policies.get(tool), fallback) {
             (Some(own), _) => own,
             (None, Some(fallback)) => fallback,
             (None, None) => &self.inner.policy,
         };
+        let tracked = self.admit(tool);
         let mut retry = Retry::new(policy.clone())
             .name(tool.to_owned())
-            .metrics(self.inner.metrics.tool(tool));
-        if let Some(b) = self.breaker(tool) {
+            .metrics(self.inner.metrics.tool(tracked));
+        if let Some(b) = self.breaker(tracked) {
             retry = retry.breaker(b);
         }
-        if let Some(b) = self.budget(key) {
+        if let Some(b) = self.budget(self.dependency_of(tracked)) {
             retry = retry.budget(b);
         }
         if let Some(seed) = self.inner.seed {

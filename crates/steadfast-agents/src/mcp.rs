@@ -16,7 +16,9 @@
 //! - breakers, budgets, metrics and call limits come from the [`Guard`].
 //!
 //! A call always ends in a [`CallToolResult`]: the tool's own, or an `isError` result carrying
-//! the sanitized [`LlmError`](steadfast::LlmError).
+//! the sanitized [`LlmError`](steadfast::LlmError). An `isError` result handed back as it is (a
+//! business failure such as "file not found") is sanitized too, as the gateway sanitizes it:
+//! tools put tokens and stack traces in their error texts.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -28,6 +30,7 @@ use std::time::Duration;
 use rmcp::Peer;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ToolAnnotations};
 use rmcp::service::{RoleClient, RunningService, Service};
+use serde_json::Value;
 use steadfast::{CancellationToken, PolicyError};
 use steadfast_mcp::{
     AttemptLimits, CallFailure, Reconnecting, RetryOnIsError, ToolAnswer, ToolCall, ToolPolicy,
@@ -35,6 +38,8 @@ use steadfast_mcp::{
 };
 
 use crate::Guard;
+
+type Annotations = HashMap<String, Option<ToolAnnotations>>;
 
 type PeerFuture = Pin<Box<dyn Future<Output = Result<Peer<RoleClient>, CallFailure>> + Send>>;
 
@@ -70,7 +75,8 @@ pub struct McpTools {
     retry_ambiguous: Option<bool>,
     attempt_max: Option<Duration>,
     reconnect_wait: Duration,
-    annotations: Arc<RwLock<Option<HashMap<String, Option<ToolAnnotations>>>>>,
+    /// Each tool's annotations, once `tools/list` was read.
+    annotations: Arc<RwLock<Option<Annotations>>>,
 }
 
 impl fmt::Debug for McpTools {
@@ -188,7 +194,8 @@ impl McpTools {
         if let Some(a) = known(self) {
             return a;
         }
-        // Unknown annotations mean "not safe to replay", so a failed listing is no worse.
+        // Not learned yet. Unknown annotations mean "not safe to replay", so a listing that
+        // fails is no worse than none (the next call tries again).
         let _ = self.refresh_tools().await;
         known(self).flatten()
     }
@@ -221,11 +228,14 @@ impl McpTools {
             max: policy.attempt_max,
         };
         let (guard, tool_ref) = (&self.guard, tool.as_str());
-        ToolCall::new(&tool, &policy)
+        let tracked = guard.admit(&tool);
+        // Boxed: the engine, the judge and rmcp's request future nest deep, and a caller's stack
+        // (a 2 MiB test thread, in debug builds) should not have to hold them.
+        let result = Box::pin(ToolCall::new(&tool, &policy)
             .replays_ambiguous(policy.replays_ambiguous(annotations.as_ref()))
-            .breaker(guard.breaker(&tool))
-            .budget(guard.budget_for(&tool))
-            .metrics(Some(guard.metrics().tool(&tool)))
+            .breaker(guard.breaker(tracked))
+            .budget(guard.budget_for(tracked))
+            .metrics(Some(guard.metrics().tool(tracked)))
             .seed(guard.seed_value())
             .run(cancel, |_| {
                 let params = params.clone();
@@ -246,7 +256,37 @@ impl McpTools {
                         ])),
                     }
                 }
-            })
-            .await
+            }))
+            .await;
+        sanitize_error(result)
     }
+}
+
+/// The text and structured content of an `isError` result, sanitized as the gateway does it:
+/// a text block holding JSON is walked as JSON, so escapes cannot hide a secret. Success
+/// content is the data the model asked for and passes untouched.
+fn sanitize_error(result: CallToolResult) -> CallToolResult {
+    if result.is_error != Some(true) {
+        return result;
+    }
+    let Ok(mut v) = serde_json::to_value(&result) else {
+        return result;
+    };
+    if let Some(blocks) = v.get_mut("content").and_then(Value::as_array_mut) {
+        for block in blocks {
+            if let Some(Value::String(text)) = block.get_mut("text") {
+                let as_json = serde_json::from_str::<Value>(text)
+                    .ok()
+                    .filter(|j| j.is_object() || j.is_array());
+                *text = match as_json {
+                    Some(j) => steadfast::sanitize_json(&j).to_string(),
+                    None => steadfast::sanitize(text).into_owned(),
+                };
+            }
+        }
+    }
+    if let Some(structured) = v.get_mut("structuredContent") {
+        *structured = steadfast::sanitize_json(structured);
+    }
+    serde_json::from_value(v).unwrap_or(result)
 }

@@ -18,8 +18,7 @@ use std::error::Error as _;
 use std::fmt;
 
 use rig_core::tool::{
-    DynamicTool, IntoToolOutput, Tool, ToolContext, ToolErrorKind, ToolExecutionError,
-    ToolOutput,
+    DynamicTool, IntoToolOutput, Tool, ToolContext, ToolErrorKind, ToolExecutionError, ToolOutput,
 };
 use serde_json::Value;
 use steadfast::{
@@ -279,9 +278,11 @@ impl Guard {
                 Box::pin(async move {
                     let outcome = guard
                         .run(&name, |_| {
-                            let (tool, args, mut ctx) = (&tool, args.clone(), snapshot.for_dispatch());
+                            let (tool, args, mut ctx) =
+                                (&tool, args.clone(), snapshot.for_dispatch());
                             async move {
-                                let out = tool.execute_with(&mut ctx, args).await.map_err(RigError)?;
+                                let out =
+                                    tool.execute_with(&mut ctx, args).await.map_err(RigError)?;
                                 Ok((out, ctx))
                             }
                         })

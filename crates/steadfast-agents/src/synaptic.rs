@@ -72,8 +72,9 @@ pub fn classify_synaptic(e: &SynapticError) -> ErrorClass {
             .filter(|c| c.kind == ErrorKind::RateLimited)
             .unwrap_or_else(|| ErrorClass::new(ErrorKind::RateLimited, ErrorCode::RATE_LIMITED)),
         S::Timeout(_) => ErrorClass::timeout(),
-        S::MaxStepsExceeded { .. } => ErrorClass::non_retriable(ErrorCode::TOOL_CALL_LIMIT)
-            .with_breaker_failure(false),
+        S::MaxStepsExceeded { .. } => {
+            ErrorClass::non_retriable(ErrorCode::TOOL_CALL_LIMIT).with_breaker_failure(false)
+        }
         S::ToolNotFound(_) | S::Validation(_) | S::Parsing(_) | S::Prompt(_) | S::Config(_) => {
             permanent()
         }
@@ -179,7 +180,9 @@ impl ToolRetry {
         // synaptic's longest wait: base · 2^(max_retries - 1).
         let doublings = attempts.saturating_sub(2).min(20);
         let longest = self.base_delay.saturating_mul(1 << doublings);
-        let builder = RetryPolicy::builder().max_attempts(attempts).jitter(Jitter::Full);
+        let builder = RetryPolicy::builder()
+            .max_attempts(attempts)
+            .jitter(Jitter::Full);
         let builder = if self.base_delay.is_zero() {
             builder.backoff(Backoff::None)
         } else {

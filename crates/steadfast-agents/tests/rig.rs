@@ -27,7 +27,11 @@ struct Search {
 
 impl Search {
     fn new(fail: u32, error: fn() -> ToolExecutionError) -> Self {
-        Self { calls: Arc::default(), fail, error }
+        Self {
+            calls: Arc::default(),
+            fail,
+            error,
+        }
     }
     fn calls(&self) -> u32 {
         self.calls.load(Ordering::SeqCst)
@@ -51,38 +55,66 @@ impl PortableTool for Search {
         if n <= self.fail {
             return Err((self.error)());
         }
-        Ok(format!("hits for {} after {n} calls", args["q"].as_str().unwrap_or("?")))
+        Ok(format!(
+            "hits for {} after {n} calls",
+            args["q"].as_str().unwrap_or("?")
+        ))
     }
 }
 
 fn policy(attempts: u32) -> RetryPolicy {
-    RetryPolicy::builder().max_attempts(attempts).build().unwrap()
+    RetryPolicy::builder()
+        .max_attempts(attempts)
+        .build()
+        .unwrap()
 }
 
 fn model_output(e: &ToolExecutionError) -> Value {
     match e.model_output().as_json() {
         Some(v) => v.clone(),
-        None => panic!("the model-visible output is JSON: {:?}", e.model_output().as_text()),
+        None => panic!(
+            "the model-visible output is JSON: {:?}",
+            e.model_output().as_text()
+        ),
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_flaky_tool_is_retried_and_absorbed() {
     let search = Search::new(2, || ToolExecutionError::network("connection reset"));
-    let tool = Guard::builder().policy(policy(3)).seed(7).build().rig(search.clone());
+    let tool = Guard::builder()
+        .policy(policy(3))
+        .seed(7)
+        .build()
+        .rig(search.clone());
     let start = Instant::now();
-    let out = tool.call(&mut ToolContext::new(), json!({"q": "rust"})).await.unwrap();
+    let out = tool
+        .call(&mut ToolContext::new(), json!({"q": "rust"}))
+        .await
+        .unwrap();
     assert_eq!(out.as_text(), Some("hits for rust after 3 calls"));
     assert_eq!(search.calls(), 3);
     // Two jittered waits within 100 ms and 200 ms: the backoff ran on the (paused) clock.
-    assert!(start.elapsed() <= Duration::from_millis(300), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() <= Duration::from_millis(300),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_permanent_error_is_not_retried() {
-    let search = Search::new(9, || ToolExecutionError::invalid_args("`q` must not be empty"));
-    let tool = Guard::builder().policy(policy(5)).build().rig(search.clone());
-    let err = tool.call(&mut ToolContext::new(), json!({})).await.unwrap_err();
+    let search = Search::new(9, || {
+        ToolExecutionError::invalid_args("`q` must not be empty")
+    });
+    let tool = Guard::builder()
+        .policy(policy(5))
+        .build()
+        .rig(search.clone());
+    let err = tool
+        .call(&mut ToolContext::new(), json!({}))
+        .await
+        .unwrap_err();
     assert_eq!(search.calls(), 1);
     assert_eq!(err.kind(), ToolErrorKind::InvalidArgs);
     assert_eq!(err.retryable(), Some(false));
@@ -91,28 +123,49 @@ async fn a_permanent_error_is_not_retried() {
     assert_eq!(seen["message"], "`q` must not be empty");
     assert_eq!(seen["attemptsMade"], 1);
     // The original error stays reachable for the operator.
-    assert_eq!(err.downcast_ref::<ToolExecutionError>().unwrap().message(), "`q` must not be empty");
+    assert_eq!(
+        err.downcast_ref::<ToolExecutionError>().unwrap().message(),
+        "`q` must not be empty"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_tools_explicit_verdict_beats_its_kind() {
     // A network error the tool says is final.
-    let final_net = Search::new(9, || ToolExecutionError::network("gone").with_retryable(false));
+    let final_net = Search::new(9, || {
+        ToolExecutionError::network("gone").with_retryable(false)
+    });
     let guard = Guard::builder().policy(policy(4)).no_breaker().build();
-    guard.rig(final_net.clone()).call(&mut ToolContext::new(), json!({})).await.unwrap_err();
+    guard
+        .rig(final_net.clone())
+        .call(&mut ToolContext::new(), json!({}))
+        .await
+        .unwrap_err();
     assert_eq!(final_net.calls(), 1);
     // An `Other` error (no verdict by kind) the tool says is worth retrying.
-    let retry_me = Search::new(1, || ToolExecutionError::other("shard moving").with_retryable(true));
-    guard.rig(retry_me.clone()).call(&mut ToolContext::new(), json!({})).await.unwrap();
+    let retry_me = Search::new(1, || {
+        ToolExecutionError::other("shard moving").with_retryable(true)
+    });
+    guard
+        .rig(retry_me.clone())
+        .call(&mut ToolContext::new(), json!({}))
+        .await
+        .unwrap();
     assert_eq!(retry_me.calls(), 2);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_http_status_classifies_and_retry_after_is_honoured() {
     // A 404 from the provider is permanent, whatever the kind's default says.
-    let missing = Search::new(9, || ToolExecutionError::provider("no such index").with_http_status(404));
+    let missing = Search::new(9, || {
+        ToolExecutionError::provider("no such index").with_http_status(404)
+    });
     let guard = Guard::builder().policy(policy(4)).no_breaker().build();
-    let err = guard.rig(missing.clone()).call(&mut ToolContext::new(), json!({})).await.unwrap_err();
+    let err = guard
+        .rig(missing.clone())
+        .call(&mut ToolContext::new(), json!({}))
+        .await
+        .unwrap_err();
     assert_eq!((missing.calls(), err.http_status()), (1, Some(404)));
 
     // A 429 whose source says "retry after 5 s": the engine waits that long, not 100 ms.
@@ -122,17 +175,30 @@ async fn the_http_status_classifies_and_retry_after_is_honoured() {
             .with_source(ErrorClass::from_status(429).with_retry_after(Duration::from_secs(5)))
     });
     let start = Instant::now();
-    guard.rig(limited.clone()).call(&mut ToolContext::new(), json!({})).await.unwrap();
+    guard
+        .rig(limited.clone())
+        .call(&mut ToolContext::new(), json!({}))
+        .await
+        .unwrap();
     assert_eq!(limited.calls(), 2);
-    assert!(start.elapsed() >= Duration::from_secs(5), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 /// A runtime-defined tool that always fails with a network error, counting its calls.
 fn down(name: &str, calls: Arc<AtomicU32>) -> DynamicTool {
-    DynamicTool::new(ToolName::new(name).unwrap(), "Backed by the web API", json!({"type": "object"}), move |_| {
-        calls.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Err(ToolExecutionError::network("connection refused")) })
-    })
+    DynamicTool::new(
+        ToolName::new(name).unwrap(),
+        "Backed by the web API",
+        json!({"type": "object"}),
+        move |_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Err(ToolExecutionError::network("connection refused")) })
+        },
+    )
 }
 
 #[tokio::test(start_paused = true)]
@@ -141,7 +207,12 @@ async fn a_breaker_opens_across_the_tools_of_one_dependency() {
         .policy(RetryPolicy::no_retry())
         .dependency("search", "web-api")
         .dependency("fetch_page", "web-api")
-        .breaker(BreakerConfig::builder().failure_threshold(2).build().unwrap())
+        .breaker(
+            BreakerConfig::builder()
+                .failure_threshold(2)
+                .build()
+                .unwrap(),
+        )
         .build();
     let (a, b) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     // The whole set, wrapped in one line.
@@ -166,7 +237,11 @@ async fn the_model_visible_error_is_sanitized() {
             "index rejected key sk-live-abcdefghijklmnopqrstuvwx at http://10.1.2.3:9200/_search",
         )
     });
-    let err = Guard::default().rig(search).call(&mut ToolContext::new(), json!({})).await.unwrap_err();
+    let err = Guard::default()
+        .rig(search)
+        .call(&mut ToolContext::new(), json!({}))
+        .await
+        .unwrap_err();
     let seen = model_output(&err).to_string();
     assert!(seen.contains("INVALID_REQUEST"), "{seen}");
     for secret in ["sk-live-abcdefghijklmnopqrstuvwx", "10.1.2.3"] {
@@ -177,7 +252,10 @@ async fn the_model_visible_error_is_sanitized() {
 
 #[tokio::test(start_paused = true)]
 async fn the_call_limit_counts_every_retry() {
-    let limit = CallLimit::builder().per_session(4, Duration::from_secs(3600)).build().unwrap();
+    let limit = CallLimit::builder()
+        .per_session(4, Duration::from_secs(3600))
+        .build()
+        .unwrap();
     let guard = Guard::builder()
         .policy(policy(3))
         .no_breaker()
@@ -186,10 +264,19 @@ async fn the_call_limit_counts_every_retry() {
     let search = Search::new(99, || ToolExecutionError::timeout("took too long"));
     let tool = guard.rig(search.clone());
     // Three attempts: three calls counted.
-    let first = tool.call(&mut ToolContext::new(), json!({})).await.unwrap_err();
-    assert_eq!((search.calls(), model_output(&first)["code"].as_str()), (3, Some("TIMEOUT")));
+    let first = tool
+        .call(&mut ToolContext::new(), json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (search.calls(), model_output(&first)["code"].as_str()),
+        (3, Some("TIMEOUT"))
+    );
     // One left: the retry after it is refused, not made.
-    let second = tool.call(&mut ToolContext::new(), json!({})).await.unwrap_err();
+    let second = tool
+        .call(&mut ToolContext::new(), json!({}))
+        .await
+        .unwrap_err();
     assert_eq!(search.calls(), 4);
     assert_eq!(model_output(&second)["code"], "TOOL_CALL_LIMIT");
     assert_eq!(second.retryable(), Some(false));
@@ -218,13 +305,23 @@ async fn run_agent(tool: impl Tool + 'static) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn inside_rigs_agent_loop() {
-    let flaky = Search::new(2, || ToolExecutionError::provider("upstream").with_http_status(503));
-    let seen = run_agent(Guard::builder().policy(policy(3)).build().rig(flaky.clone())).await;
+    let flaky = Search::new(2, || {
+        ToolExecutionError::provider("upstream").with_http_status(503)
+    });
+    let seen = run_agent(
+        Guard::builder()
+            .policy(policy(3))
+            .build()
+            .rig(flaky.clone()),
+    )
+    .await;
     assert_eq!(flaky.calls(), 3);
     assert!(seen.contains("hits for rust after 3 calls"), "{seen}");
 
     let leaky = Search::new(9, || {
-        ToolExecutionError::invalid_args("bad query; Authorization: Bearer sk-live-abcdefghijklmnopqrstuvwx")
+        ToolExecutionError::invalid_args(
+            "bad query; Authorization: Bearer sk-live-abcdefghijklmnopqrstuvwx",
+        )
     });
     let seen = run_agent(Guard::default().rig(leaky)).await;
     assert!(seen.contains("INVALID_REQUEST"), "{seen}");
@@ -234,7 +331,10 @@ async fn inside_rigs_agent_loop() {
 #[test]
 fn the_wrapper_keeps_the_definition() {
     let tool = Guard::default().rig(Search::new(0, || ToolExecutionError::other("x")));
-    assert_eq!(<steadfast_agents::rig::Resilient<Search> as Tool>::NAME, "search");
+    assert_eq!(
+        <steadfast_agents::rig::Resilient<Search> as Tool>::NAME,
+        "search"
+    );
     assert_eq!(Tool::description(&tool), "Searches the web");
     assert_eq!(Tool::parameters(&tool)["properties"]["q"]["type"], "string");
     let _: Option<ToolOutput> = None;
