@@ -66,7 +66,10 @@ struct Inner {
     seen: Mutex<HashSet<String>>,
 }
 
-/// How many tool names get breakers, budgets and metrics of their own; see [`Guard::admit`].
+/// How many tool names get breakers, budgets and metrics of their own. Tool names usually come
+/// from a model, which can invent any number of them; past this many, a tool not configured by
+/// name ([`GuardBuilder::dependency`], [`GuardBuilder::tool_policy`]) shares the state kept
+/// under [`OTHER_TOOLS`], so memory stays bounded.
 pub const MAX_TRACKED_TOOLS: usize = 1024;
 
 /// The name under which tools beyond [`MAX_TRACKED_TOOLS`] share their state.
@@ -312,9 +315,7 @@ impl Guard {
     }
 
     /// The engine for one call to `tool`, with its policy, breaker, budget and metrics.
-    /// The name `tool`'s breaker, budget and metrics are kept under. Tool names usually come
-    /// from a model, which can invent any number of them: past [`MAX_TRACKED_TOOLS`] names, a
-    /// tool not configured by name shares the state of [`OTHER_TOOLS`], so memory stays bounded.
+    /// The name `tool`'s breaker, budget and metrics are kept under (see [`MAX_TRACKED_TOOLS`]).
     pub(crate) fn admit<'a>(&self, tool: &'a str) -> &'a str {
         if self.inner.dependencies.contains_key(tool) || self.inner.policies.contains_key(tool) {
             return tool;
