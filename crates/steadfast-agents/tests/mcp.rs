@@ -284,3 +284,43 @@ async fn killed_mid_call_a_read_only_call_is_replayed_on_the_new_connection() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_running_service_retries_then_fails_fast_once_its_server_is_gone() {
+    within(async {
+        let pidfile =
+            std::env::temp_dir().join(format!("steadfast-agents-plain-{}.pid", std::process::id()));
+        let script = format!(
+            "echo $$ > '{}'; exec '{}' example-server",
+            pidfile.display(),
+            example_server().display()
+        );
+        let upstream = Upstream::command("sh", ["-c", script.as_str()]);
+        let running = steadfast_mcp::connect(&upstream, &fast(3), || ())
+            .await
+            .expect("connects");
+        let tools = McpTools::running(&running)
+            .guard(Guard::builder().policy(fast(3)).no_breaker().build());
+        let r = tools
+            .call_tool(params("flaky_search", json!({"query": "q"})))
+            .await;
+        assert_eq!(r.is_error, Some(false));
+        let pid = std::fs::read_to_string(&pidfile).unwrap();
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-9", pid.trim()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        // No reconnection here: every attempt fails before it is sent, so the policy gives up.
+        let r = tools.call_tool(params("echo", json!({}))).await;
+        let seen = r.structured_content.unwrap();
+        assert_eq!(
+            (seen["code"].as_str(), seen["attemptsMade"].as_u64()),
+            (Some("SERVICE_UNAVAILABLE"), Some(3))
+        );
+        let _ = std::fs::remove_file(&pidfile);
+    })
+    .await;
+}
