@@ -70,13 +70,21 @@ impl Session {
                     })
                     .collect::<Vec<_>>()
                     .join("; ");
-                return self.reply_error(
+                let hopeless = routes.iter().all(|r| r.upstream.is_down());
+                let what = if hopeless {
+                    "no upstream could be started".to_owned()
+                } else {
+                    format!("no upstream completed its handshake within {init_timeout:?}")
+                };
+                self.reply_error(
                     id,
                     code::UPSTREAM_UNAVAILABLE,
-                    &steadfast::sanitize(&format!(
-                        "no upstream completed its handshake within {init_timeout:?}: {why}"
-                    )),
+                    &steadfast::sanitize(&format!("{what}: {why}")),
                 );
+                if hopeless {
+                    self.unstartable.cancel();
+                }
+                return;
             }
         }
         let mut connected = Vec::new();

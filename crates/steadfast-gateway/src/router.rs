@@ -149,6 +149,22 @@ impl Router {
         }
     }
 
+    /// Starts every upstream (once) before any client came, with the gateway's own
+    /// `initialize` params ([`gateway_init_params`]); clients that come later are added by
+    /// [`Router::start`].
+    pub fn start_early(&self) {
+        let params = gateway_init_params();
+        {
+            let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+            if started.0.is_none() {
+                started.0 = Some(params.clone());
+            }
+        }
+        for r in self.routes().iter() {
+            r.upstream.start_alone(&params);
+        }
+    }
+
     /// Whether names are namespaced (several upstreams).
     pub fn is_namespaced(&self) -> bool {
         self.separator.is_some()
@@ -503,10 +519,38 @@ impl Router {
         let _ = tokio::time::timeout(grace * 3 + std::time::Duration::from_secs(1), all).await;
     }
 
-    /// Whether at least one upstream is connected (`/readyz`).
+    /// Whether at least one upstream is connected.
     pub fn any_connected(&self) -> bool {
         self.routes().iter().any(|r| r.upstream.is_connected())
     }
+
+    /// Whether the endpoint is ready (`/readyz`): any upstream connected, or all of them, as
+    /// `ready` says; the names of those that are not, otherwise.
+    pub fn ready(&self, ready: crate::config::Ready) -> Result<(), Vec<String>> {
+        let routes = self.routes();
+        let down: Vec<String> = routes
+            .iter()
+            .filter(|r| !r.upstream.is_connected())
+            .map(|r| r.name.clone())
+            .collect();
+        let ok = match ready {
+            crate::config::Ready::Any => down.len() < routes.len(),
+            crate::config::Ready::All => down.is_empty(),
+        };
+        if ok { Ok(()) } else { Err(down) }
+    }
+}
+
+/// The `initialize` params the gateway sends an upstream it starts before any client came: the
+/// newest handshake-era revision, and the client capabilities the gateway relays (the server's
+/// requests go to the client whose request they relate to, else the most recent one).
+pub fn gateway_init_params() -> String {
+    serde_json::json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}},
+        "clientInfo": {"name": "steadfast-gateway", "version": env!("CARGO_PKG_VERSION")},
+    })
+    .to_string()
 }
 
 /// Applies a reloaded configuration and says what it changed (or why it was refused).

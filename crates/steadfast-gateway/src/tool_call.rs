@@ -203,7 +203,8 @@ pub async fn run(
                 &llm.message,
             ));
         }
-        Err(llm) => {
+        Err(mut llm) => {
+            upstream.explain_down(&mut llm);
             // rmcp writes the 2026 `resultType`; a relay adds nothing the server's own
             // results would not have.
             let mut v = serde_json::to_value(llm_error_result(&llm)).unwrap_or_default();
