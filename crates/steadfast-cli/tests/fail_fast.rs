@@ -447,3 +447,34 @@ async fn a_lower_case_bearer_scheme_is_accepted_and_latency_is_a_histogram() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_list_change_announced_during_the_gateways_handshake_is_not_relayed() {
+    // The server announces a list change as soon as the gateway's handshake is done, before
+    // the client's initialize is answered: the client would get a notification the direct
+    // server never sent it (and before its initialize result).
+    let (mut p, _c) = proxy(
+        None,
+        &fake_upstream_command(&["--mode", "announce-on-initialized"]),
+    );
+    let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"}});
+    let init = p
+        .call(json!(1), "initialize", params, ANSWER)
+        .await
+        .unwrap();
+    assert!(init.response.get("result").is_some(), "{}", init.response);
+    assert!(
+        init.before.is_empty(),
+        "before the result: {:?}",
+        init.before
+    );
+    p.notify("notifications/initialized", json!({}))
+        .await
+        .unwrap();
+    let list = p
+        .call(json!(2), "tools/list", json!({}), ANSWER)
+        .await
+        .unwrap();
+    assert!(list.before.is_empty(), "{:?}", list.before);
+}

@@ -121,6 +121,7 @@ impl Session {
         let result = crate::tasks::on_initialize(self, params, merged_init(&connected).to_string());
         self.client
             .respond(id, jsonrpc::result_response(id, &result));
+        self.client.mark_initialized();
     }
 
     /// Names and breakers for the tools an upstream listed when it connected, so calls find

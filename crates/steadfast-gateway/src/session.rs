@@ -447,6 +447,7 @@ impl Session {
                 let result = crate::tasks::on_initialize(self, params, result); // [tasks]
                 self.client
                     .respond(id, jsonrpc::result_response(id, &result));
+                self.client.mark_initialized();
             }
             Err(why) if upstream.is_down() => {
                 self.reply_error(

@@ -15,6 +15,8 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
   garbage-then-sleep        prints non-JSON lines at start, then answers nothing
   exit-after-initialize     (stdio) answers initialize, then exits (after --exit-delay-ms)
   oversized-reply           every tools/call result carries --reply-mib MiB of text
+  announce-on-initialized   sends notifications/tools/list_changed when the client says
+                            notifications/initialized (as server-everything does)
   progress-burst            tools/call: --burst progress notifications and the result in one write
   log-flood                 tools/call: --flood notifications/message, then the result
   ignores-eof               stdin EOF and SIGTERM are ignored (only SIGKILL ends it)
@@ -57,6 +59,7 @@ MODES = {
     "garbage-then-sleep",
     "exit-after-initialize",
     "oversized-reply",
+    "announce-on-initialized",
     "progress-burst",
     "log-flood",
     "ignores-eof",
@@ -249,6 +252,9 @@ class Fake:
                 self.counter.bump("cancelled")
                 target = (msg.get("params") or {}).get("requestId")
                 self.cancel_event(target).set()
+            if method == "notifications/initialized" and "announce-on-initialized" in self.modes:
+                # Servers that register tools once the session is up (server-everything).
+                emit([{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}])
             return True
         params = msg.get("params") or {}
         if method == "initialize":

@@ -792,7 +792,11 @@ impl Upstream {
                     tracing::info!(upstream = %me, "the upstream's tool list changed");
                 }
                 let params = env.params.map(RawValue::get);
+                let list_changed = method.ends_with("/list_changed");
                 for client in &clients {
+                    if list_changed && !client.is_initialized() {
+                        continue;
+                    }
                     client
                         .out
                         .push_notification(jsonrpc::notification(method, params));
