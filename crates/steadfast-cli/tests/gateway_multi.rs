@@ -584,3 +584,68 @@ async fn a_call_to_an_upstream_that_a_reload_removes_ends_at_once() {
         answer.response
     );
 }
+
+/// Issue 19, item 9: a call retrying when a reload replaces its upstream sends its next
+/// attempt to the replacement (the route is resolved per attempt, not once per call).
+#[tokio::test]
+async fn a_retry_after_a_reload_replaced_the_upstream_goes_to_the_replacement() {
+    let (old_counts, new_counts) = (Temp::new("old-alpha"), Temp::new("new-alpha"));
+    // The old alpha fails every call with a transient error; its replacement succeeds.
+    let old = fake_table(
+        "alpha",
+        &[
+            "--count-file",
+            old_counts.path(),
+            "--flaky-failures",
+            "1000",
+        ],
+    );
+    let new = fake_table(
+        "alpha",
+        &["--count-file", new_counts.path(), "--flaky-failures", "0"],
+    );
+    let beta = fake_table("beta", &[]);
+    // Retries for about 6 s: time for the reload and the new alpha's start.
+    let tool = "[tools.alpha_flaky]\nbreaker = false\n\
+                retry = { max_attempts = 40, base_delay = \"150ms\", max_delay = \"150ms\", jitter = \"none\" }\n";
+    let (mut p, cfg) = gateway(&format!("{FAST}\n{tool}\n{old}\n{beta}"));
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    list(&mut p, 1).await;
+    p.request(
+        json!(2),
+        "tools/call",
+        json!({"name": "alpha_flaky", "arguments": {}}),
+    )
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while read_counts(&old_counts.0)["tools"]["flaky"]
+        .as_u64()
+        .unwrap_or(0)
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never retried at the old alpha"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::write(&cfg.0, format!("{FAST}\n{tool}\n{new}\n{beta}")).unwrap();
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    assert_eq!(
+        unsafe { libc::kill(p.pid().unwrap() as i32, libc::SIGHUP) },
+        0
+    );
+    let answer = p
+        .wait_for(&json!(2), ANSWER)
+        .await
+        .expect("the call is answered");
+    // Before: every retry went to the stopped alpha and the call ended SERVICE_UNAVAILABLE.
+    assert!(echoed(&answer, "flaky succeeded"), "{}", answer.response);
+    assert_eq!(
+        read_counts(&new_counts.0)["tools"]["flaky"],
+        json!(1),
+        "{}",
+        answer.response
+    );
+}
