@@ -816,6 +816,19 @@ async fn a_later_upstream_hears_the_log_level_and_its_capabilities_are_declared(
         init["result"]["capabilities"].get("logging").is_some(),
         "{init}"
     );
+    // Completions too: an upstream without them completes nothing (not -32601).
+    assert!(
+        init["result"]["capabilities"].get("completions").is_some(),
+        "{init}"
+    );
+    let ref_prompt = json!({"ref": {"type": "ref/prompt", "name": "alpha_p"},
+                            "argument": {"name": "a", "value": ""}});
+    let done = p
+        .call(json!(9), "completion/complete", ref_prompt, ANSWER)
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(done["result"]["completion"]["values"], json!([]), "{done}");
     let set = p
         .call(
             json!(1),
