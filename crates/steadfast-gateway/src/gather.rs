@@ -478,7 +478,7 @@ impl Session {
                     let fixed = t.split('{').next().unwrap_or_default();
                     if !fixed.is_empty()
                         && taught.templates.len() < MAX_NAMES
-                        && !taught.templates.iter().any(|p| p == fixed)
+                        && taught.seen.insert(fixed.to_owned())
                     {
                         taught.templates.push(fixed.to_owned());
                     }
@@ -585,6 +585,8 @@ struct Taught {
     names: HashMap<String, String>,
     uris: HashSet<String>,
     templates: Vec<String>,
+    /// The templates' prefixes so far, so a long list is not compared pairwise.
+    seen: HashSet<String>,
 }
 
 impl Taught {
