@@ -249,6 +249,7 @@ async fn killed_mid_call_a_side_effect_is_not_replayed() {
                 .contains("outcome of this call is unknown"),
             "{seen}"
         );
+        assert_eq!(seen["code"], "OUTCOME_UNKNOWN");
         assert_eq!(seen["attemptsMade"], 1);
         // The new server process never saw a replay.
         let calls = server_calls(&tools).await;
