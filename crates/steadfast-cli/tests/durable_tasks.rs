@@ -494,3 +494,76 @@ retry = { max_attempts = 2, base_delay = "50ms", max_delay = "50ms" }
     assert_eq!(live["result"]["structuredContent"]["attemptsMade"], 2);
     assert_eq!(s.counts()["tools"]["flaky"], 4, "two attempts each");
 }
+
+/// Issue 19, item 4: a tool that may not be replayed, failing with an `isError` that reads as
+/// transient, is not repeated, and the model is told so — live and durable alike: the outcome
+/// is unknown, not retriable, check before calling again (before: `SERVICE_UNAVAILABLE`,
+/// `retriable: true`, "Retry the operation").
+#[tokio::test]
+async fn a_transient_failure_that_is_not_replayed_is_outcome_unknown_live_and_durable() {
+    let s = Setup::new(
+        r#"
+[tools.flaky]
+durable = true
+retry_ambiguous = false
+breaker = false
+retry = { max_attempts = 3, base_delay = "50ms", max_delay = "50ms" }
+"#,
+    );
+    let mut g = s.gateway(&["--flaky-failures", "100"]);
+    init(&mut g, true).await;
+    request(&mut g, 1, "tools/list", json!({})).await;
+    let live = request(
+        &mut g,
+        2,
+        "tools/call",
+        json!({"name": "flaky", "arguments": {}}),
+    )
+    .await;
+    let e = &live["result"]["structuredContent"];
+    assert_eq!(live["result"]["isError"], true, "{live}");
+    assert_eq!(e["code"], "OUTCOME_UNKNOWN", "{live}");
+    assert_eq!(e["retriable"], false, "{live}");
+    assert_eq!(e["attemptsMade"], 1, "{live}");
+    let suggestion = e["suggestion"].as_str().unwrap_or_default();
+    assert!(suggestion.contains("before calling the tool again"), "{e}");
+    assert!(!suggestion.contains("Retry"), "{e}");
+    assert_eq!(s.counts()["tools"]["flaky"], 1, "not repeated");
+
+    let task = start_task(&mut g, 3, "flaky", json!({})).await;
+    let t = poll(&mut g, &task, |t| status(t) != "working").await;
+    assert_eq!(status(&t), "failed", "{t}");
+    let durable = request(&mut g, 4, "tasks/result", json!({"taskId": task})).await;
+    assert_eq!(
+        durable["result"]["structuredContent"], live["result"]["structuredContent"],
+        "the same LlmError, live and durable"
+    );
+    assert_eq!(s.counts()["tools"]["flaky"], 2, "one attempt each");
+}
+
+/// Issue 19, item 5: a durable task's status message names the code the live call would
+/// give (`SERVICE_UNAVAILABLE` for a 503), not the job store's class (`SERVER_ERROR`).
+#[tokio::test]
+async fn a_retry_scheduled_status_names_the_live_calls_code() {
+    let s = Setup::new(
+        r#"
+[tools.flaky]
+durable = true
+retry = { max_attempts = 3, base_delay = "3s", max_delay = "3s", jitter = "none" }
+"#,
+    );
+    let mut g = s.gateway(&["--flaky-failures", "1"]);
+    init(&mut g, true).await;
+    request(&mut g, 1, "tools/list", json!({})).await;
+    let task = start_task(&mut g, 2, "flaky", json!({})).await;
+    let t = poll(&mut g, &task, |t| {
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("retry scheduled"))
+    })
+    .await;
+    assert_eq!(
+        t["statusMessage"], "attempt 1 of 3 failed (SERVICE_UNAVAILABLE); retry scheduled",
+        "{t}"
+    );
+}

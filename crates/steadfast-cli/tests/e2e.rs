@@ -183,7 +183,8 @@ retry = { max_attempts = 4, base_delay = "10ms", attempt_timeout = "300ms" }
         )
         .await;
     let e = llm_error(&r);
-    assert_eq!(e["code"], "TIMEOUT");
+    assert_eq!(e["code"], "OUTCOME_UNKNOWN");
+    assert_eq!(e["retriable"], false);
     assert_eq!(e["attemptsMade"], 1);
     assert!(
         e["message"]

@@ -77,7 +77,13 @@ fn text_of(r: &Value) -> String {
 #[tokio::test]
 async fn an_upstream_that_never_answers_initialize_gets_a_bounded_error() {
     for mode in ["never-answers-initialize", "garbage-then-sleep"] {
-        let (mut p, _c) = proxy(FAST, &["--mode", mode]);
+        // Garbage is recognized well before a long init_timeout (a loaded machine can take
+        // longer than FAST's 2 s to start the fake and print it).
+        let config = match mode {
+            "garbage-then-sleep" => FAST.replace("init_timeout = \"2s\"", "init_timeout = \"30s\""),
+            _ => FAST.to_owned(),
+        };
+        let (mut p, _c) = proxy(&config, &["--mode", mode]);
         let started = std::time::Instant::now();
         p.request(
             json!(1),
@@ -97,10 +103,19 @@ async fn an_upstream_that_never_answers_initialize_gets_a_bounded_error() {
             .pointer("/error/message")
             .and_then(Value::as_str)
             .unwrap();
-        assert!(
-            msg.contains("handshake") && msg.contains("fake_upstream.py"),
-            "{msg}"
-        );
+        assert!(msg.contains("fake_upstream.py"), "{msg}");
+        if mode == "garbage-then-sleep" {
+            // Garbage and then silence is a server that will not answer: the proxy says so and
+            // exits non-zero, as an MCP server that cannot start does.
+            assert!(msg.contains("not JSON-RPC"), "{msg}");
+            assert_eq!(
+                p.wait_exit(Duration::from_secs(5)).await,
+                Some(Some(1)),
+                "{mode}"
+            );
+            continue;
+        }
+        assert!(msg.contains("handshake"), "{msg}");
         // stdin EOF ends the proxy, also while the upstream is still stuck.
         p.close_stdin();
         assert_eq!(
@@ -156,16 +171,20 @@ async fn an_upstream_that_dies_after_initialize_is_restarted_on_backoff() {
     );
 }
 
-// 3. Recovery after giving up.
+// 3. Recovery after giving up: a server whose restarts are spent is down (calls fail at once),
+// and is picked up again by the supervisor's probes once it can start.
 #[tokio::test]
 async fn an_upstream_that_becomes_startable_again_is_picked_up() {
     let flag = Temp::new("flag");
+    let counts = Temp::new("counts");
+    std::fs::write(&flag.0, "").unwrap();
     let config = format!(
-        "[proxy]\ninit_timeout = \"2s\"\nreconnect_wait = \"1s\"\nshutdown_grace = \"300ms\"\n\
-         connect = {{ max_attempts = 2, base_delay = \"100ms\", max_delay = \"300ms\" }}\n\
-         [upstream]\ncommand = \"sh\"\nargs = [\"-c\", \"test -f {} && exec python3 {}\"]\n",
+        "[proxy]\nhealth_tool = \"health\"\ninit_timeout = \"2s\"\nreconnect_wait = \"1s\"\n\
+         shutdown_grace = \"300ms\"\nrestart = {{ max_attempts = 2, base_delay = \"100ms\", max_delay = \"300ms\" }}\n\
+         [upstream]\ncommand = \"sh\"\nargs = [\"-c\", \"test -f {} && exec python3 {} --count-file {}\"]\n",
         flag.path(),
-        fake_upstream_script().display()
+        fake_upstream_script().display(),
+        counts.path(),
     );
     let file = Temp::new("cfg");
     std::fs::write(&file.0, config).unwrap();
@@ -176,15 +195,42 @@ async fn an_upstream_that_becomes_startable_again_is_picked_up() {
         file.path().to_owned(),
     ])
     .unwrap();
-    let first = p.initialize(ANSWER).await.expect("answered");
-    assert!(first.get("error").is_some(), "cannot start yet: {first}");
-    // Attempts are spent long before now; the supervisor keeps probing.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    init(&mut p).await;
+    // The server goes, and cannot start again for now.
+    std::fs::remove_file(&flag.0).unwrap();
+    let killed = std::process::Command::new("pkill")
+        .args([
+            "-KILL",
+            "-f",
+            &format!("^[^ ]*python3[^ ]* .*{}", counts.path()),
+        ])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let down = call(&mut p, 6, "echo", json!({"text": "x"})).await;
+    assert!(down.elapsed < Duration::from_secs(1), "{:?}", down.elapsed);
+    assert!(
+        text_of(&down.response).contains("is down"),
+        "{}",
+        down.response
+    );
+    // Startable again: the next probe (every 300 ms) picks it up (watched through the health
+    // tool: calls to a down server would open its breaker).
     std::fs::write(&flag.0, "").unwrap();
-    let again = p.initialize(ANSWER).await.expect("answered");
-    assert!(again.get("result").is_some(), "recovered: {again}");
-    let a = call(&mut p, 7, "echo", json!({"text": "back"})).await;
-    assert_eq!(text_of(&a.response), "back");
+    let deadline = std::time::Instant::now() + ANSWER;
+    let mut id = 7;
+    loop {
+        let h = call(&mut p, id, "health", json!({})).await;
+        if h.response["result"]["structuredContent"]["upstream"]["connected"] == true {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", h.response);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        id += 1;
+    }
+    let a = call(&mut p, 100, "echo", json!({"text": "back"})).await;
+    assert_eq!(text_of(&a.response), "back", "{}", a.response);
 }
 
 // 5. Oversized messages.
@@ -614,7 +660,20 @@ async fn a_brief_http_outage_is_ridden_out() {
         .next()
         .unwrap()
         .to_owned();
-    let (mut p, _c) = http_proxy(&url, "");
+    // Restarts outlast the outage: once they are spent, calls fail at once (fail_fast.rs).
+    let config = format!("{FAST}\n[upstream]\nurl = \"{url}\"\n").replace(
+        "restart = { max_attempts = 4,",
+        "restart = { max_attempts = 20,",
+    );
+    let file = Temp::new("http-config");
+    std::fs::write(&file.0, config).unwrap();
+    let mut p = RawProcess::spawn(&[
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "proxy".to_owned(),
+        "--config".to_owned(),
+        file.path().to_owned(),
+    ])
+    .unwrap();
     init(&mut p).await;
     assert_eq!(
         text_of(&call(&mut p, 1, "echo", json!({"text": "a"})).await.response),

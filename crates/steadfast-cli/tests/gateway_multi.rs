@@ -584,3 +584,366 @@ async fn a_call_to_an_upstream_that_a_reload_removes_ends_at_once() {
         answer.response
     );
 }
+
+/// Issue 19, item 9: a call retrying when a reload replaces its upstream sends its next
+/// attempt to the replacement (the route is resolved per attempt, not once per call).
+#[tokio::test]
+async fn a_retry_after_a_reload_replaced_the_upstream_goes_to_the_replacement() {
+    let (old_counts, new_counts) = (Temp::new("old-alpha"), Temp::new("new-alpha"));
+    // The old alpha fails every call with a transient error; its replacement succeeds.
+    let old = fake_table(
+        "alpha",
+        &[
+            "--count-file",
+            old_counts.path(),
+            "--flaky-failures",
+            "1000",
+        ],
+    );
+    let new = fake_table(
+        "alpha",
+        &["--count-file", new_counts.path(), "--flaky-failures", "0"],
+    );
+    let beta = fake_table("beta", &[]);
+    // Retries for about 6 s: time for the reload and the new alpha's start.
+    let tool = "[tools.alpha_flaky]\nbreaker = false\n\
+                retry = { max_attempts = 40, base_delay = \"150ms\", max_delay = \"150ms\", jitter = \"none\" }\n";
+    let (mut p, cfg) = gateway(&format!("{FAST}\n{tool}\n{old}\n{beta}"));
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    list(&mut p, 1).await;
+    p.request(
+        json!(2),
+        "tools/call",
+        json!({"name": "alpha_flaky", "arguments": {}}),
+    )
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while read_counts(&old_counts.0)["tools"]["flaky"]
+        .as_u64()
+        .unwrap_or(0)
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the call never retried at the old alpha"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::write(&cfg.0, format!("{FAST}\n{tool}\n{new}\n{beta}")).unwrap();
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    assert_eq!(
+        unsafe { libc::kill(p.pid().unwrap() as i32, libc::SIGHUP) },
+        0
+    );
+    let answer = p
+        .wait_for(&json!(2), ANSWER)
+        .await
+        .expect("the call is answered");
+    // Before: every retry went to the stopped alpha and the call ended SERVICE_UNAVAILABLE.
+    assert!(echoed(&answer, "flaky succeeded"), "{}", answer.response);
+    assert_eq!(
+        read_counts(&new_counts.0)["tools"]["flaky"],
+        json!(1),
+        "{}",
+        answer.response
+    );
+}
+
+/// Writes the fake's `--lists-file` (read again on every list).
+fn write_lists(file: &Temp, resources: &[&str], prompts: &[String]) {
+    let doc = json!({"resources": resources, "prompts": prompts});
+    std::fs::write(&file.0, doc.to_string()).unwrap();
+}
+
+/// How many times the fake counted `method`.
+fn seen(counts: &Temp, method: &str) -> u64 {
+    read_counts(&counts.0)["methods"][method]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn reads_of_a_uri_nobody_listed_relist_once_not_per_request() {
+    let (la, lb) = (Temp::new("lists-a"), Temp::new("lists-b"));
+    let (ca, cb) = (Temp::new("count-a"), Temp::new("count-b"));
+    write_lists(&la, &["a://one"], &[]);
+    write_lists(&lb, &["b://one"], &[]);
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table(
+            "alpha",
+            &["--lists-file", la.path(), "--count-file", ca.path()]
+        ),
+        fake_table(
+            "beta",
+            &["--lists-file", lb.path(), "--count-file", cb.path()]
+        )
+    );
+    let (mut p, _cfg) = gateway(&config);
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    let started = tokio::time::Instant::now();
+    let read = |id: i64| (json!(id), json!({"uri": "nobody://listed"}));
+    // 20 at once, then 20 one after the other.
+    for id in 100..120 {
+        let (id, params) = read(id);
+        p.request(id, "resources/read", params).await.unwrap();
+    }
+    for id in 100..120 {
+        let a = p.wait_for(&json!(id), ANSWER).await.expect("answered");
+        assert_eq!(a.response["error"]["code"], json!(-32002), "{}", a.response);
+    }
+    for id in 200..220 {
+        let (id, params) = read(id);
+        let a = p.call(id, "resources/read", params, ANSWER).await.unwrap();
+        assert_eq!(a.response["error"]["code"], json!(-32002), "{}", a.response);
+    }
+    let elapsed = started.elapsed();
+    // One relist at a time, at most one a second (plus the first).
+    let bound = 2 + elapsed.as_secs();
+    for (name, counts) in [("alpha", &ca), ("beta", &cb)] {
+        let relists = seen(counts, "resources/list");
+        eprintln!("{name}: {relists} relists for 40 reads of an unknown URI in {elapsed:?}");
+        assert!(
+            relists <= bound,
+            "{name} relisted {relists} times for 40 reads in {elapsed:?}"
+        );
+    }
+    // A URI listed since is still found at once (the bound does not hide new URIs for long).
+    write_lists(&lb, &["b://one", "b://new"], &[]);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let a = p
+        .call(
+            json!(300),
+            "resources/read",
+            json!({"uri": "b://new"}),
+            ANSWER,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        a.response["result"]["contents"][0]["text"],
+        json!("content of b://new"),
+        "{}",
+        a.response
+    );
+}
+
+#[tokio::test]
+async fn a_uri_that_moved_to_another_upstream_is_routed_to_it_after_a_relist() {
+    let (la, lb) = (Temp::new("lists-a"), Temp::new("lists-b"));
+    write_lists(&la, &["shared://x"], &[]);
+    write_lists(&lb, &[], &[]);
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &["--lists-file", la.path()]),
+        fake_table("beta", &["--lists-file", lb.path()])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    let listed = p
+        .call(json!(1), "resources/list", json!({}), ANSWER)
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(listed["result"]["resources"][0]["uri"], json!("shared://x"));
+    write_lists(&la, &[], &[]);
+    write_lists(&lb, &["shared://x"], &[]);
+    let listed = p
+        .call(json!(2), "resources/list", json!({}), ANSWER)
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(listed["result"]["resources"].as_array().unwrap().len(), 1);
+    let read = p
+        .call(
+            json!(3),
+            "resources/read",
+            json!({"uri": "shared://x"}),
+            ANSWER,
+        )
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(
+        read["result"]["contents"][0]["text"],
+        json!("content of shared://x"),
+        "routed to the upstream that lists it now: {read}"
+    );
+}
+
+#[tokio::test]
+async fn a_full_name_table_makes_room_when_the_upstream_relists() {
+    let la = Temp::new("lists-a");
+    let many: Vec<String> = (0..10_000).map(|i| format!("p{i}")).collect();
+    write_lists(&la, &[], &many);
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &["--lists-file", la.path()]),
+        fake_table("beta", &[])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    let listed = p
+        .call(json!(1), "prompts/list", json!({}), ANSWER)
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(
+        listed["result"]["prompts"].as_array().unwrap().len(),
+        10_000
+    );
+    // The upstream now lists one prompt whose name must be rewritten to fit.
+    write_lists(&la, &[], &["get.file".to_owned()]);
+    let listed = p
+        .call(json!(2), "prompts/list", json!({}), ANSWER)
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(
+        listed["result"]["prompts"][0]["name"],
+        json!("alpha_get_file")
+    );
+    let got = p
+        .call(
+            json!(3),
+            "prompts/get",
+            json!({"name": "alpha_get_file"}),
+            ANSWER,
+        )
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"],
+        json!("get.file"),
+        "{got}"
+    );
+}
+
+#[tokio::test]
+async fn a_gathered_list_is_capped_in_bytes_per_upstream() {
+    let la = Temp::new("lists-a");
+    let uris: Vec<String> = (0..400).map(|i| format!("a://{i}")).collect();
+    let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
+    write_lists(&la, &uris, &[]);
+    // Pages of ~50 KB, 400 KB in all; one message may be 200 KiB.
+    let fast = FAST.replacen("[proxy]\n", "[proxy]\nmax_message_size = 204800\n", 1);
+    let config = format!(
+        "{fast}\n{}\n{}",
+        fake_table(
+            "alpha",
+            &[
+                "--lists-file",
+                la.path(),
+                "--page-size",
+                "50",
+                "--list-padding",
+                "1000"
+            ]
+        ),
+        fake_table("beta", &[])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    p.initialize(ANSWER).await.expect("initialize is answered");
+    let listed = p
+        .call(json!(1), "resources/list", json!({}), ANSWER)
+        .await
+        .unwrap()
+        .response;
+    let got = listed["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .len();
+    eprintln!("{got} of 400 resources listed under a 200 KiB cap");
+    // Whole pages up to the cap: 3 pages of 50 (~53 KB each) fit in 200 KiB, a 4th does not.
+    assert!((150..=200).contains(&got), "{got} of 400 listed");
+    assert_eq!(listed["result"]["resources"][0]["uri"], json!("a://0"));
+}
+
+#[tokio::test]
+async fn a_later_upstream_hears_the_log_level_and_its_capabilities_are_declared() {
+    let flag = Temp::new("beta-may-start");
+    let (cb, pid) = (Temp::new("count-b"), Temp::new("beta-pid"));
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &["--without-capability", "logging"]),
+        fake_table_after(
+            "beta",
+            flag.path(),
+            &["--count-file", cb.path(), "--pid-file", pid.path()]
+        )
+    );
+    let (mut p, _cfg) = gateway(&config);
+    let init = p.initialize(ANSWER).await.expect("initialize is answered");
+    // No connected upstream logs yet; the gateway serves logging/setLevel for those to come.
+    assert!(
+        init["result"]["capabilities"].get("logging").is_some(),
+        "{init}"
+    );
+    // Completions too: an upstream without them completes nothing (not -32601).
+    assert!(
+        init["result"]["capabilities"].get("completions").is_some(),
+        "{init}"
+    );
+    let ref_prompt = json!({"ref": {"type": "ref/prompt", "name": "alpha_p"},
+                            "argument": {"name": "a", "value": ""}});
+    let done = p
+        .call(json!(9), "completion/complete", ref_prompt, ANSWER)
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(done["result"]["completion"]["values"], json!([]), "{done}");
+    let set = p
+        .call(
+            json!(1),
+            "logging/setLevel",
+            json!({"level": "debug"}),
+            ANSWER,
+        )
+        .await
+        .unwrap()
+        .response;
+    assert_eq!(set["result"], json!({}), "{set}");
+    std::fs::write(&flag.0, "go").unwrap();
+    assert!(
+        await_list_changed(&mut p, Duration::from_secs(15)).await,
+        "no list_changed after the missing upstream came"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while seen(&cb, "logging/setLevel") < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the later upstream never heard the level: {}",
+            read_counts(&cb.0)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A restarted upstream hears it again before the client's next list reaches it.
+    let beta: i32 = std::fs::read_to_string(&pid.0)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) on a pid this test's child wrote; no memory is involved.
+    assert_eq!(unsafe { libc::kill(beta, libc::SIGKILL) }, 0);
+    assert!(await_list_changed(&mut p, Duration::from_secs(15)).await);
+    list(&mut p, 2).await;
+    assert_eq!(seen(&cb, "logging/setLevel"), 2, "{}", read_counts(&cb.0));
+}
+
+#[tokio::test]
+async fn the_protocol_revision_told_is_one_every_upstream_speaks() {
+    let config = format!(
+        "{FAST}\n{}\n{}",
+        fake_table("alpha", &["--only-version", "2025-11-25"]),
+        fake_table("beta", &["--only-version", "2025-06-18"])
+    );
+    let (mut p, _cfg) = gateway(&config);
+    let init = p.initialize(ANSWER).await.expect("initialize is answered");
+    assert_eq!(
+        init["result"]["protocolVersion"],
+        json!("2025-06-18"),
+        "{init}"
+    );
+}

@@ -31,6 +31,10 @@ pub struct Client {
     /// The task feeding the client's event stream (HTTP front): one per client.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) stream: Mutex<Option<tokio_util::sync::CancellationToken>>,
+    /// Set once the client's `initialize` was answered: a list change the server announces
+    /// before that (while the gateway's own handshake runs) is not news to a client that has
+    /// not listed yet, and a notification may not precede the initialize result.
+    initialized: std::sync::atomic::AtomicBool,
 }
 
 /// How a front awaits the response to one request.
@@ -58,7 +62,18 @@ impl Client {
             next: AtomicU64::new(1),
             waiters: Mutex::default(),
             stream: Mutex::default(),
+            initialized: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Records that the client's `initialize` was answered with a result.
+    pub(crate) fn mark_initialized(&self) {
+        self.initialized.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the client's `initialize` was answered with a result.
+    pub(crate) fn is_initialized(&self) -> bool {
+        self.initialized.load(Ordering::Relaxed)
     }
 
     /// This client's serial, unique in the process (never 0).

@@ -264,6 +264,18 @@ struct RawProxy {
     separator: Option<String>,
     #[serde(default, with = "humantime_serde")]
     list_timeout: Option<Duration>,
+    ready: Option<Ready>,
+}
+
+/// When the HTTP front's `/readyz` answers 200 (`[proxy] ready`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ready {
+    /// At least one upstream is connected (the endpoint can serve something).
+    #[default]
+    Any,
+    /// Every upstream is connected.
+    All,
 }
 
 /// One cap: at most `max` calls (attempts) per `window`.
@@ -381,6 +393,8 @@ pub struct Config {
     /// How long a list (tools, prompts, resources) waits for each upstream before answering
     /// with what the others listed.
     pub list_timeout: Duration,
+    /// When `/readyz` answers 200: any upstream connected, or all.
+    pub ready: Ready,
     /// The health tool's name, if enabled.
     pub health_tool: Option<String>,
     /// How long a call waits for a restarting upstream before it counts as not sent.
@@ -758,6 +772,7 @@ impl Config {
             upstreams,
             separator,
             list_timeout: p.list_timeout.unwrap_or(DEFAULT_LIST_TIMEOUT),
+            ready: p.ready.unwrap_or_default(),
             health_tool: raw.proxy.health_tool,
             reconnect_wait,
             connect,

@@ -7,13 +7,14 @@
 //! listed within `list_timeout`. An upstream missing from an answer is watched, and the client
 //! is told its lists changed when it comes back.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::jsonrpc::{self, code};
-use crate::router::{Kind, Route};
+use crate::router::{Kind, MAX_NAMES, Relisted, Route};
 use crate::session::Session;
 use crate::upstream::{Params, Reply};
 
@@ -70,13 +71,21 @@ impl Session {
                     })
                     .collect::<Vec<_>>()
                     .join("; ");
-                return self.reply_error(
+                let hopeless = routes.iter().all(|r| r.upstream.is_down());
+                let what = if hopeless {
+                    "no upstream could be started".to_owned()
+                } else {
+                    format!("no upstream completed its handshake within {init_timeout:?}")
+                };
+                self.reply_error(
                     id,
                     code::UPSTREAM_UNAVAILABLE,
-                    &steadfast::sanitize(&format!(
-                        "no upstream completed its handshake within {init_timeout:?}: {why}"
-                    )),
+                    &steadfast::sanitize(&format!("{what}: {why}")),
                 );
+                if hopeless {
+                    self.unstartable.cancel();
+                }
+                return;
             }
         }
         let mut connected = Vec::new();
@@ -113,6 +122,7 @@ impl Session {
         let result = crate::tasks::on_initialize(self, params, merged_init(&connected).to_string());
         self.client
             .respond(id, jsonrpc::result_response(id, &result));
+        self.client.mark_initialized();
     }
 
     /// Names and breakers for the tools an upstream listed when it connected, so calls find
@@ -159,7 +169,7 @@ impl Session {
                 },
                 _ => None,
             },
-            "logging/setLevel" => return self.broadcast(id, method, params).await,
+            "logging/setLevel" => return self.set_level(id, params).await,
             // An upstream's own task: the upstream that created it for one of our calls.
             "tasks/get" | "tasks/result" | "tasks/cancel" => {
                 let task = p.get("taskId").and_then(Value::as_str);
@@ -179,8 +189,17 @@ impl Session {
             }
         };
         match target {
+            // Declared for every upstream (see `merged_init`): one that has none completes nothing.
+            Some(route)
+                if method == "completion/complete" && !route.upstream.offers("completions") =>
+            {
+                jsonrpc::result_response(id, r#"{"completion":{"values":[],"hasMore":false}}"#)
+            }
             Some(route) => {
                 let params = (!p.is_null()).then(|| p.to_string());
+                self.router
+                    .replay_level(&route, self.router.config().list_timeout)
+                    .await;
                 self.forward_to(&route, id, method, params.as_deref()).await
             }
             None => {
@@ -224,8 +243,9 @@ impl Session {
 
     /// The upstream for a resource URI. A client may read a URI it never listed (a tool's
     /// result links to it, or it was listed before a restart): then every upstream's resources
-    /// are listed once more, and failing that the URI's scheme or the only upstream offering
-    /// resources decides.
+    /// are listed once more — one such relist at a time for the whole endpoint, at most one per
+    /// [`crate::router::RELIST_EVERY`] — and failing that the URI's scheme or the only upstream
+    /// offering resources decides.
     async fn route_resource(self: &Arc<Self>, uri: &str) -> Option<Arc<Route>> {
         if let Some(r) = self.router.route_uri(uri) {
             return Some(r);
@@ -242,7 +262,11 @@ impl Session {
                 ),
             ]
         });
-        futures::future::join_all(lists).await;
+        let relist = async {
+            futures::future::join_all(lists).await;
+        };
+        let found = || self.router.route_uri(uri).is_some();
+        self.router.relist.run(found, relist).await;
         self.router
             .route_uri(uri)
             .or_else(|| self.router.route_scheme(uri))
@@ -274,25 +298,18 @@ impl Session {
             .join(", ")
     }
 
-    /// Sends a request to every connected upstream and answers `{}` (a setting for all).
-    async fn broadcast(self: &Arc<Self>, id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
+    /// `logging/setLevel`: remembered for every upstream and sent to those that offer logging
+    /// and are connected; one that connects later (or again) is told before the gateway sends
+    /// it anything else, and one that is down is watched so it is told when it comes. Answers
+    /// `{}`: the level is the gateway's, whatever an upstream answered.
+    async fn set_level(self: &Arc<Self>, id: &str, params: Option<&str>) -> Vec<u8> {
         let bound = self.router.config().list_timeout;
-        let routes = self.router.routes();
-        let sends = routes.iter().filter_map(|r| {
-            let link = r.upstream.live_link()?;
-            let (guard, rx) = r.upstream.call_from(
-                &link,
-                method,
-                params.map(Params::Raw),
-                None,
-                Some(&self.client),
-            );
-            Some(async move {
-                if tokio::time::timeout(bound, rx).await.is_ok() {
-                    guard.finish();
-                }
-            })
-        });
+        self.router.set_level(params.unwrap_or("{}"));
+        let routes = self.router.routes().to_vec();
+        for r in routes.iter().filter(|r| r.upstream.live_link().is_none()) {
+            self.watch(r.clone());
+        }
+        let sends = routes.iter().map(|r| self.router.replay_level(r, bound));
         futures::future::join_all(sends).await;
         jsonrpc::result_response(id, "{}")
     }
@@ -369,9 +386,14 @@ impl Session {
             return Ok(Vec::new());
         }
         let bound = self.router.config().list_timeout;
+        // A gathered list is at most as large as one message from the upstream could be.
+        let cap = upstream.settings().max_message_size;
         let gather = async {
+            self.router.replay_level(route, bound).await;
             let mut out = Vec::new();
+            let mut taught = Taught::default();
             let mut cursor: Option<Value> = None;
+            let mut bytes = 0usize;
             for page in 0..MAX_PAGES {
                 let params = cursor.take().map(|c| json!({ "cursor": c }));
                 let (guard, rx) = upstream.call_from(
@@ -398,9 +420,14 @@ impl Session {
                     Reply::NotSent(why) | Reply::Lost(why) => return Err(why),
                     Reply::Http(status, _) => return Err(format!("it answered HTTP {status}")),
                 };
+                bytes = bytes.saturating_add(raw.len());
+                if bytes > cap {
+                    tracing::warn!(upstream = %route.name, "{method}: more than {cap} bytes (max_message_size) in all; the rest is left out");
+                    break;
+                }
                 let mut v: Value = serde_json::from_str(&raw)
                     .map_err(|e| format!("its {method} result is not JSON: {e}"))?;
-                self.learn(route, method, &v, page == 0);
+                self.learn(route, method, &v, page == 0, &mut taught);
                 let items = v
                     .get_mut(key)
                     .and_then(Value::as_array_mut)
@@ -409,14 +436,20 @@ impl Session {
                 out.extend(
                     items
                         .into_iter()
-                        .filter_map(|item| self.namespace(route, method, item)),
+                        .filter_map(|item| self.namespace(route, method, item, &mut taught.names)),
                 );
                 cursor = v.get("nextCursor").filter(|c| !c.is_null()).cloned();
                 if cursor.is_none() {
-                    return Ok(out);
+                    break;
                 }
             }
-            tracing::warn!(upstream = %route.name, "{method}: more than {MAX_PAGES} pages; the rest is left out");
+            if cursor.is_some() {
+                tracing::warn!(upstream = %route.name, "{method}: the list is cut short; the rest is left out");
+            }
+            // What this list taught replaces what the previous one did.
+            if let Some(what) = taught.relisted(method) {
+                self.router.relisted(route, what);
+            }
             Ok(out)
         };
         tokio::time::timeout(bound, gather)
@@ -424,43 +457,70 @@ impl Session {
             .map_err(|_| format!("it did not answer {method} within {bound:?}"))?
     }
 
-    /// What a list teaches: tool hints, resource URIs.
-    fn learn(&self, route: &Route, method: &str, page: &Value, first_page: bool) {
+    /// What a page teaches: tool hints, resource URIs.
+    fn learn(
+        &self,
+        route: &Route,
+        method: &str,
+        page: &Value,
+        first_page: bool,
+        taught: &mut Taught,
+    ) {
+        let strings = |key: &str, field: &'static str| {
+            page.get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(move |r| r.get(field).and_then(Value::as_str))
+        };
         match method {
             "tools/list" => route.upstream.learn_tools(page, first_page),
-            "resources/list" | "resources/templates/list" => {
-                let strings = |key: &str, field: &str| -> Vec<String> {
-                    page.get(key)
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|r| r.get(field).and_then(Value::as_str))
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
-                let uris = strings("resources", "uri");
-                let templates = strings("resourceTemplates", "uriTemplate");
-                let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
-                let templates: Vec<&str> = templates.iter().map(String::as_str).collect();
-                self.router.learn_resources(route, &uris, &templates);
+            "resources/list" => {
+                for uri in strings("resources", "uri") {
+                    if taught.uris.len() < MAX_NAMES {
+                        taught.uris.insert(uri.to_owned());
+                    }
+                }
+            }
+            "resources/templates/list" => {
+                for t in strings("resourceTemplates", "uriTemplate") {
+                    let fixed = t.split('{').next().unwrap_or_default();
+                    if !fixed.is_empty()
+                        && taught.templates.len() < MAX_NAMES
+                        && taught.seen.insert(fixed.to_owned())
+                    {
+                        taught.templates.push(fixed.to_owned());
+                    }
+                }
             }
             _ => {}
         }
     }
 
-    /// One listed item under the name clients see (`None`: left out, its name collides).
-    fn namespace(&self, route: &Route, method: &str, mut item: Value) -> Option<Value> {
+    /// One listed item under the name clients see, remembered in `names` (this list's).
+    fn namespace(
+        &self,
+        route: &Route,
+        method: &str,
+        mut item: Value,
+        names: &mut HashMap<String, String>,
+    ) -> Option<Value> {
         let kind = match method {
             "tools/list" => Kind::Tool,
             "prompts/list" => Kind::Prompt,
             _ => return Some(item),
         };
         let name = item.get("name").and_then(Value::as_str)?.to_owned();
-        let exposed = self.router.expose(route, kind, &name)?;
+        let exposed = self.router.exposed_name(route, kind, &name, names);
         if kind == Kind::Tool {
             route.tools.entry(&exposed, true);
+        }
+        if names.len() < MAX_NAMES || names.contains_key(&exposed) {
+            // The newest name wins: a renamed tool takes its name over.
+            names.insert(exposed.clone(), name);
+        } else {
+            // Not remembered: a call still finds a tool by its prefix and the upstream's list.
+            tracing::debug!(upstream = %route.name, "the name table is full");
         }
         item["name"] = Value::String(exposed);
         Some(item)
@@ -528,11 +588,42 @@ impl Session {
     }
 }
 
-/// The gateway's own `initialize` result: the union of what the connected upstreams offer,
-/// with list changes announced (an upstream that comes later changes the lists).
+/// What one complete list of an upstream taught, to replace what its previous list taught.
+#[derive(Default)]
+struct Taught {
+    names: HashMap<String, String>,
+    uris: HashSet<String>,
+    templates: Vec<String>,
+    /// The templates' prefixes so far, so a long list is not compared pairwise.
+    seen: HashSet<String>,
+}
+
+impl Taught {
+    fn relisted(self, method: &str) -> Option<Relisted> {
+        Some(match method {
+            "tools/list" => Relisted::Names(Kind::Tool, self.names),
+            "prompts/list" => Relisted::Names(Kind::Prompt, self.names),
+            "resources/list" => Relisted::Uris(self.uris),
+            "resources/templates/list" => Relisted::Templates(self.templates),
+            _ => return None,
+        })
+    }
+}
+
+/// The gateway's own `initialize` result: the union of what the connected upstreams offer.
+///
+/// MCP has no notification for changed capabilities, so what an upstream that comes later
+/// may add is declared from the start where the gateway can serve it for any upstream: list
+/// changes (announced with `notifications/*/list_changed` when it comes), `logging` (the
+/// gateway keeps the level and tells every upstream that offers logging, whenever it
+/// connects) and `completions` (an upstream without them completes nothing). A later
+/// upstream's resource subscriptions are not declared to a client already initialized.
+///
+/// The protocol revision is the oldest any connected upstream negotiated: each agreed to it or
+/// a newer one (revisions are dates, so they order as text).
 fn merged_init(connected: &[Arc<Route>]) -> Value {
-    let mut version: Option<Value> = None;
-    let (mut subscribe, mut logging, mut completions) = (false, false, false);
+    let mut version: Option<String> = None;
+    let mut subscribe = false;
     let mut instructions = Vec::new();
     for r in connected {
         let Some(v) = r
@@ -542,40 +633,37 @@ fn merged_init(connected: &[Arc<Route>]) -> Value {
         else {
             continue;
         };
-        match (&version, v.get("protocolVersion")) {
-            (None, Some(p)) => version = Some(p.clone()),
-            (Some(first), Some(p)) if first != p => tracing::warn!(
-                upstream = %r.name,
-                version = %p,
-                first = %first,
-                "upstreams negotiated different protocol revisions; the client is told the first"
-            ),
-            _ => {}
+        if let Some(p) = v.get("protocolVersion").and_then(Value::as_str) {
+            if let Some(oldest) = version.as_ref().filter(|o| o.as_str() != p) {
+                tracing::info!(
+                    upstream = %r.name,
+                    version = %steadfast::sanitize(p),
+                    other = %steadfast::sanitize(oldest),
+                    "upstreams negotiated different protocol revisions; the client is told the oldest"
+                );
+            }
+            if version.as_deref().is_none_or(|o| p < o) {
+                version = Some(p.to_owned());
+            }
         }
         let caps = &v["capabilities"];
         subscribe |= caps
             .pointer("/resources/subscribe")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        logging |= caps.get("logging").is_some();
-        completions |= caps.get("completions").is_some();
         if let Some(i) = v.get("instructions").and_then(Value::as_str) {
             instructions.push(format!("[{}] {i}", r.name));
         }
     }
-    let mut caps = json!({
+    let caps = json!({
         "tools": {"listChanged": true},
         "prompts": {"listChanged": true},
         "resources": {"listChanged": true, "subscribe": subscribe},
+        "logging": {},
+        "completions": {},
     });
-    if logging {
-        caps["logging"] = json!({});
-    }
-    if completions {
-        caps["completions"] = json!({});
-    }
     let mut result = json!({
-        "protocolVersion": version.unwrap_or_else(|| json!("2025-06-18")),
+        "protocolVersion": version.unwrap_or_else(|| "2025-06-18".to_owned()),
         "capabilities": caps,
         "serverInfo": {"name": "steadfast-gateway", "version": env!("CARGO_PKG_VERSION")},
     });

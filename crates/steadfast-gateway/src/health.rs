@@ -25,13 +25,7 @@ pub fn result(session: &Arc<Session>) -> Value {
     let mut tools = serde_json::Map::new();
     let mut breakers = serde_json::Map::new();
     for r in session.router.routes().iter() {
-        upstreams.insert(
-            r.name.clone(),
-            json!({
-                "connected": r.upstream.is_connected(),
-                "restarts": r.upstream.restarts(),
-            }),
-        );
+        upstreams.insert(r.name.clone(), upstream_state(&r.upstream));
         if let Ok(Value::Object(t)) = serde_json::to_value(r.tools.metrics.snapshot().tools) {
             tools.extend(t);
         }
@@ -50,14 +44,25 @@ pub fn result(session: &Arc<Session>) -> Value {
     if session.router.is_namespaced() {
         report["upstreams"] = Value::Object(upstreams);
     } else {
-        report["upstream"] = json!({
-            "connected": session.upstream().is_connected(),
-            "restarts": session.upstream().restarts(),
-        });
+        report["upstream"] = upstream_state(&session.upstream());
     }
     json!({
         "content": [{"type": "text", "text": report.to_string()}],
         "structuredContent": report,
         "isError": false
     })
+}
+
+/// Whether an upstream is connected, how often it restarted, and why it is not connected
+/// (`down: true` when calls to it fail at once until a probe brings it back).
+fn upstream_state(up: &crate::upstream::Upstream) -> Value {
+    let mut state = json!({
+        "connected": up.is_connected(),
+        "restarts": up.restarts(),
+    });
+    if let Some(why) = up.down_reason() {
+        state["reason"] = Value::String(steadfast::sanitize(&why).into_owned());
+        state["down"] = Value::Bool(up.is_down());
+    }
+    state
 }

@@ -99,10 +99,10 @@ pub async fn serve_http(
     let shared = crate::shared::Shared::connect(&config).await;
     let router = Router::build(upstreams.into(), &config, &shared)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    // The process's metrics recorder, unless one is installed already (a library user's).
-    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .ok();
+    // Upstreams start with the gateway, not at the first client's `initialize`: a readiness
+    // probe behind a load balancer turns 200 without any client.
+    router.start_early();
+    let prometheus = install_prometheus();
     // [tasks]
     let durable = crate::tasks::Durable::open(&config, router.clone())
         .await
@@ -183,6 +183,32 @@ pub async fn serve_http(
     }
     router.shutdown().await;
     Ok(exit)
+}
+
+/// Bucket bounds of the call-latency histogram, in seconds: from a fast local tool to a call
+/// that spent its whole default budget (170 s).
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 180.0,
+];
+
+/// The process's metrics recorder, unless one is installed already (a library user's).
+/// Latencies are histograms (buckets), not summaries: `histogram_quantile` works on them and
+/// replicas' series can be summed.
+fn install_prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&LATENCY_BUCKETS)
+        .ok()?
+        .install_recorder()
+        .ok()
+}
+
+/// The credentials of an `Authorization` header with the `Bearer` scheme, which is
+/// case-insensitive (RFC 9110 §11.1).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
 }
 
 /// Ends a session: what it has in flight is cancelled, its event streams end.
@@ -302,13 +328,12 @@ impl Front {
         match req.uri().path() {
             "/healthz" => return full(StatusCode::OK, "ok\n"),
             "/readyz" => {
-                return if self.router.any_connected() {
-                    full(StatusCode::OK, "ready\n")
-                } else {
-                    full(
+                return match self.router.ready(self.router.config().ready) {
+                    Ok(()) => full(StatusCode::OK, "ready\n"),
+                    Err(down) => full(
                         StatusCode::SERVICE_UNAVAILABLE,
-                        "no upstream is connected\n",
-                    )
+                        format!("not connected: {}\n", down.join(", ")),
+                    ),
                 };
             }
             "/mcp" | "/metrics" => {}
@@ -319,7 +344,7 @@ impl Front {
                 .headers()
                 .get(hyper::header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
+                .and_then(bearer)
                 .unwrap_or("");
             let ok = self
                 .options

@@ -8,15 +8,24 @@
 //! the others nothing.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use crate::tools::Tools;
 use crate::upstream::Upstream;
 
 /// Most names a route remembers per kind (tools, prompts) and URIs per upstream: an upstream
-/// that lists without end cannot grow the gateway's memory without end.
+/// that lists without end cannot grow the gateway's memory without end. Each complete list
+/// replaces what the previous one taught, so a full table never stays full of names the
+/// upstream no longer lists.
 pub const MAX_NAMES: usize = 10_000;
+
+/// The least time between the end of one relist of every upstream's resources (for a URI
+/// nobody listed) and the start of the next: a client reading unknown URIs in a loop costs the
+/// upstreams one relist a second, not one per read.
+pub const RELIST_EVERY: Duration = Duration::from_secs(1);
 
 /// One upstream behind the endpoint, with its tools' state.
 pub struct Route {
@@ -29,6 +38,9 @@ pub struct Route {
     /// Per-tool state: policies, breakers, budget, metrics.
     pub tools: Arc<Tools>,
     names: RwLock<Names>,
+    /// The connection (generation) and level (serial) this upstream was last told with
+    /// `logging/setLevel`.
+    level_sent: Mutex<(u64, u64)>,
 }
 
 #[derive(Default)]
@@ -37,8 +49,44 @@ struct Names {
     tools: HashMap<String, String>,
     prompts: HashMap<String, String>,
     /// URIs and URI-template prefixes this upstream listed.
-    uris: std::collections::HashSet<String>,
+    uris: HashSet<String>,
     templates: Vec<String>,
+}
+
+/// What one complete list of an upstream taught: it replaces what the previous one did.
+#[derive(Debug)]
+pub(crate) enum Relisted {
+    /// Names clients see → the upstream's own, of tools or prompts.
+    Names(Kind, HashMap<String, String>),
+    /// Listed resources' URIs.
+    Uris(HashSet<String>),
+    /// Listed templates' fixed prefixes.
+    Templates(Vec<String>),
+}
+
+/// One relist at a time, at most one per [`RELIST_EVERY`].
+#[derive(Debug, Default)]
+pub(crate) struct RelistGate {
+    /// When the last relist ended. Waiting for the lock is waiting for the relist in flight.
+    last: tokio::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+impl RelistGate {
+    /// Runs `relist` unless `found()` says a relist that ended meanwhile already found what was
+    /// missing, or one ended less than [`RELIST_EVERY`] ago. Whether it ran.
+    pub(crate) async fn run(
+        &self,
+        found: impl Fn() -> bool,
+        relist: impl Future<Output = ()>,
+    ) -> bool {
+        let mut last = self.last.lock().await;
+        if found() || last.is_some_and(|t| t.elapsed() < RELIST_EVERY) {
+            return false;
+        }
+        relist.await;
+        *last = Some(tokio::time::Instant::now());
+        true
+    }
 }
 
 impl std::fmt::Debug for Route {
@@ -70,6 +118,11 @@ pub struct Router {
     /// The first client's `initialize` params and every client so far: an upstream added by a
     /// reload is started with them.
     started: std::sync::Mutex<(Option<String>, Vec<std::sync::Weak<crate::client::Client>>)>,
+    /// Relists of every upstream's resources for a URI nobody listed.
+    pub(crate) relist: RelistGate,
+    /// The newest `logging/setLevel` params any client sent, with a serial: an upstream that
+    /// connects later (or again) is told before the gateway sends it anything else.
+    level: Mutex<Option<(u64, Arc<str>)>>,
 }
 
 impl std::fmt::Debug for Router {
@@ -91,6 +144,7 @@ fn route(upstream: Arc<Upstream>, tools: Arc<Tools>, namespaced: bool) -> Arc<Ro
         upstream,
         tools,
         names: RwLock::default(),
+        level_sent: Mutex::default(),
     })
 }
 
@@ -107,6 +161,8 @@ impl Router {
             config: RwLock::new(config),
             shared,
             started: std::sync::Mutex::default(),
+            relist: RelistGate::default(),
+            level: Mutex::default(),
         })
     }
 
@@ -146,6 +202,22 @@ impl Router {
         }
         for r in self.routes().iter() {
             r.upstream.start(params, client.clone());
+        }
+    }
+
+    /// Starts every upstream (once) before any client came, with the gateway's own
+    /// `initialize` params ([`gateway_init_params`]); clients that come later are added by
+    /// [`Router::start`].
+    pub fn start_early(&self) {
+        let params = gateway_init_params();
+        {
+            let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+            if started.0.is_none() {
+                started.0 = Some(params.clone());
+            }
+        }
+        for r in self.routes().iter() {
+            r.upstream.start_alone(&params);
         }
     }
 
@@ -230,20 +302,13 @@ impl Router {
     /// The name clients see for `original` of `route`, remembered for calls; `None` when the
     /// name collides with another of the same upstream after fitting it to the pattern.
     pub fn expose(&self, route: &Route, kind: Kind, original: &str) -> Option<String> {
-        let Some(sep) = &self.separator else {
-            return Some(original.to_owned());
+        let exposed = {
+            let names = route.names.read().unwrap_or_else(|e| e.into_inner());
+            self.exposed_name(route, kind, original, &names.prompts)
         };
-        let exposed = match kind {
-            Kind::Tool => self.name_for(route, sep, original, &route.upstream.listed_names()),
-            Kind::Prompt => {
-                let plain = crate::naming::exposed(&route.prefix, sep, original);
-                let names = route.names.read().unwrap_or_else(|e| e.into_inner());
-                match names.prompts.get(&plain) {
-                    Some(o) if o != original => crate::naming::hashed(&route.prefix, sep, original),
-                    _ => plain,
-                }
-            }
-        };
+        if self.separator.is_none() {
+            return Some(exposed);
+        }
         let mut names = route.names.write().unwrap_or_else(|e| e.into_inner());
         let map = match kind {
             Kind::Tool => &mut names.tools,
@@ -259,22 +324,80 @@ impl Router {
         Some(exposed)
     }
 
-    /// Remembers the resources (URIs) and templates (their fixed prefix) `route` listed.
-    pub fn learn_resources(&self, route: &Route, uris: &[&str], templates: &[&str]) {
-        let mut names = route.names.write().unwrap_or_else(|e| e.into_inner());
-        for uri in uris {
-            if names.uris.len() < MAX_NAMES {
-                names.uris.insert((*uri).to_owned());
+    /// The name clients see for `original` of `route`, not remembered; a prompt whose plain
+    /// name another prompt of `prompts` already has gets the hashed one.
+    pub(crate) fn exposed_name(
+        &self,
+        route: &Route,
+        kind: Kind,
+        original: &str,
+        prompts: &HashMap<String, String>,
+    ) -> String {
+        let Some(sep) = &self.separator else {
+            return original.to_owned();
+        };
+        match kind {
+            Kind::Tool => self.name_for(route, sep, original, &route.upstream.listed_names()),
+            Kind::Prompt => {
+                let plain = crate::naming::exposed(&route.prefix, sep, original);
+                match prompts.get(&plain) {
+                    Some(o) if o != original => crate::naming::hashed(&route.prefix, sep, original),
+                    _ => plain,
+                }
             }
         }
-        for t in templates {
-            let fixed = t.split('{').next().unwrap_or_default();
-            if !fixed.is_empty()
-                && names.templates.len() < MAX_NAMES
-                && !names.templates.iter().any(|p| p == fixed)
-            {
-                names.templates.push(fixed.to_owned());
+    }
+
+    /// Takes what a complete list of `route` taught in place of what the previous one did.
+    pub(crate) fn relisted(&self, route: &Route, what: Relisted) {
+        if self.separator.is_none() {
+            return;
+        }
+        let mut names = route.names.write().unwrap_or_else(|e| e.into_inner());
+        match what {
+            Relisted::Names(Kind::Tool, map) => names.tools = map,
+            Relisted::Names(Kind::Prompt, map) => names.prompts = map,
+            Relisted::Uris(uris) => names.uris = uris,
+            Relisted::Templates(templates) => names.templates = templates,
+        }
+    }
+
+    /// Remembers `level` (`logging/setLevel` params) for every upstream, now and to come.
+    pub(crate) fn set_level(&self, params: &str) {
+        let mut level = self.level.lock().unwrap_or_else(|e| e.into_inner());
+        let serial = level.as_ref().map_or(1, |(s, _)| s + 1);
+        *level = Some((serial, params.into()));
+    }
+
+    /// Tells `route` the newest level if it offers logging and its connection has not heard
+    /// it yet (it connected after the level was set, or again), waiting up to `bound` for its
+    /// answer.
+    pub(crate) async fn replay_level(&self, route: &Route, bound: Duration) {
+        let Some((serial, params)) = self.level.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        else {
+            return;
+        };
+        let Some(link) = route.upstream.live_link() else {
+            return;
+        };
+        if !route.upstream.offers("logging") {
+            return;
+        }
+        {
+            let mut sent = route.level_sent.lock().unwrap_or_else(|e| e.into_inner());
+            if *sent == (link.generation(), serial) {
+                return;
             }
+            *sent = (link.generation(), serial);
+        }
+        let (guard, rx) = route.upstream.call(
+            &link,
+            "logging/setLevel",
+            Some(crate::upstream::Params::Raw(&params)),
+            None,
+        );
+        if tokio::time::timeout(bound, rx).await.is_ok() {
+            guard.finish();
         }
     }
 
@@ -503,10 +626,38 @@ impl Router {
         let _ = tokio::time::timeout(grace * 3 + std::time::Duration::from_secs(1), all).await;
     }
 
-    /// Whether at least one upstream is connected (`/readyz`).
+    /// Whether at least one upstream is connected.
     pub fn any_connected(&self) -> bool {
         self.routes().iter().any(|r| r.upstream.is_connected())
     }
+
+    /// Whether the endpoint is ready (`/readyz`): any upstream connected, or all of them, as
+    /// `ready` says; the names of those that are not, otherwise.
+    pub fn ready(&self, ready: crate::config::Ready) -> Result<(), Vec<String>> {
+        let routes = self.routes();
+        let down: Vec<String> = routes
+            .iter()
+            .filter(|r| !r.upstream.is_connected())
+            .map(|r| r.name.clone())
+            .collect();
+        let ok = match ready {
+            crate::config::Ready::Any => down.len() < routes.len(),
+            crate::config::Ready::All => down.is_empty(),
+        };
+        if ok { Ok(()) } else { Err(down) }
+    }
+}
+
+/// The `initialize` params the gateway sends an upstream it starts before any client came: the
+/// newest handshake-era revision, and the client capabilities the gateway relays (the server's
+/// requests go to the client whose request they relate to, else the most recent one).
+pub fn gateway_init_params() -> String {
+    serde_json::json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}},
+        "clientInfo": {"name": "steadfast-gateway", "version": env!("CARGO_PKG_VERSION")},
+    })
+    .to_string()
 }
 
 /// Applies a reloaded configuration and says what it changed (or why it was refused).
@@ -586,6 +737,62 @@ mod tests {
                 Some("get.file")
             );
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn relists_for_unknown_uris_are_single_flight_and_rate_bounded() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let gate = Arc::new(RelistGate::default());
+        let runs = Arc::new(AtomicUsize::new(0));
+        let relist = |runs: Arc<AtomicUsize>| async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        // 20 misses at once: one relist; the others wait for it and do not start their own.
+        let misses: Vec<_> = (0..20)
+            .map(|_| {
+                let (gate, runs) = (gate.clone(), runs.clone());
+                tokio::spawn(async move { gate.run(|| false, relist(runs)).await })
+            })
+            .collect();
+        let mut ran = 0;
+        for m in misses {
+            ran += usize::from(m.await.unwrap());
+        }
+        assert_eq!((ran, runs.load(Ordering::SeqCst)), (1, 1));
+        // Within RELIST_EVERY of its end, none; after it, one again.
+        tokio::time::advance(RELIST_EVERY - Duration::from_millis(1)).await;
+        assert!(!gate.run(|| false, relist(runs.clone())).await);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(gate.run(|| false, relist(runs.clone())).await);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        // Found meanwhile (another's relist taught it): no relist, whatever the time.
+        tokio::time::advance(RELIST_EVERY * 2).await;
+        assert!(!gate.run(|| true, relist(runs.clone())).await);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_relist_replaces_what_the_previous_list_taught() {
+        let (router, route) = router_with(&[]);
+        for i in 0..MAX_NAMES {
+            router.expose(&route, Kind::Prompt, &format!("p{i}"));
+        }
+        // Full: a new name is not remembered, so a rewritten one resolves wrongly.
+        router.expose(&route, Kind::Prompt, "get.file");
+        let wrong = router
+            .resolve(Kind::Prompt, "c_get_file")
+            .map(|(_, o)| o.into_owned());
+        assert_eq!(wrong.as_deref(), Some("get_file"));
+        let relisted = HashMap::from([("c_get_file".to_owned(), "get.file".to_owned())]);
+        router.relisted(&route, Relisted::Names(Kind::Prompt, relisted));
+        let (_, original) = router.resolve(Kind::Prompt, "c_get_file").unwrap();
+        assert_eq!(original, "get.file");
+        assert_eq!(route.names.read().unwrap().prompts.len(), 1);
+        router.relisted(&route, Relisted::Uris(HashSet::from(["a://1".to_owned()])));
+        assert!(router.route_uri("a://1").is_some());
+        router.relisted(&route, Relisted::Uris(HashSet::new()));
+        assert!(router.route_uri("a://1").is_none());
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct Session {
     pub limits: Limits,
     /// Cancelled when the session ends: its background watchers stop.
     pub(crate) closed: CancellationToken,
+    /// Cancelled once `initialize` was answered with an error because no upstream can start:
+    /// a stdio proxy then exits non-zero, as an MCP server that cannot start does.
+    pub(crate) unstartable: CancellationToken,
     /// Upstreams this session waits for, to announce their lists when they come (one watcher
     /// each at most).
     pub(crate) watching: Mutex<std::collections::HashSet<usize>>,
@@ -121,6 +124,7 @@ impl Session {
             client,
             router,
             limits,
+            unstartable: CancellationToken::new(),
             closed: CancellationToken::new(),
             watching: Mutex::default(),
             initialized: AtomicBool::new(false),
@@ -443,6 +447,19 @@ impl Session {
                 let result = crate::tasks::on_initialize(self, params, result); // [tasks]
                 self.client
                     .respond(id, jsonrpc::result_response(id, &result));
+                self.client.mark_initialized();
+            }
+            Err(why) if upstream.is_down() => {
+                self.reply_error(
+                    id,
+                    code::UPSTREAM_UNAVAILABLE,
+                    &format!(
+                        "the upstream server ({}) could not be started: {}",
+                        upstream.describe(),
+                        steadfast::sanitize(&why)
+                    ),
+                );
+                self.unstartable.cancel();
             }
             Err(why) => self.reply_error(
                 id,

@@ -26,14 +26,18 @@ pub enum Exit {
     OutputClosed,
     /// A signal (its number).
     Signal(i32),
+    /// No upstream could be started: the client's `initialize` was answered with the reason.
+    UpstreamFailed,
 }
 
 impl Exit {
-    /// 0 when the client left, 128 + the signal's number for a signal.
+    /// 0 when the client left, 128 + the signal's number for a signal, 1 when no upstream
+    /// could be started.
     pub fn code(self) -> i32 {
         match self {
             Exit::ClientClosed | Exit::OutputClosed => 0,
             Exit::Signal(n) => 128 + n,
+            Exit::UpstreamFailed => 1,
         }
     }
 }
@@ -113,6 +117,9 @@ pub async fn serve_stdio_with(
         tokio::select! {
             _ = &mut reader => break Exit::ClientClosed,
             _ = &mut writer => break Exit::OutputClosed,
+            // The client has its answer (queued before this fires): as an MCP server that
+            // cannot start, the proxy exits with an error.
+            _ = session.unstartable.cancelled() => break Exit::UpstreamFailed,
             _ = term.recv() => break Exit::Signal(libc::SIGTERM),
             _ = int.recv() => break Exit::Signal(libc::SIGINT),
             _ = hup.recv() => match &reload {

@@ -122,11 +122,19 @@ pub async fn run(
         .metrics(listed.then(|| tools.metrics.tool(name)))
         .run_judged(
             cancel,
-            |_| {
+            |n| {
                 let route = route.clone();
+                // A retry goes to whatever serves the tool now: a reload may have replaced the
+                // upstream this call started on (the old one fails every attempt at once).
+                let rerouted = if n > 1 {
+                    replacement(session, name, upstream, &original)
+                } else {
+                    None
+                };
                 // Boxed: the engine moves each attempt's future into its timeout, its race with
                 // cancellation and its judge; a pointer moves cheaply, this future does not.
                 Box::pin(async move {
+                    let upstream = rerouted.as_ref().unwrap_or(upstream);
                     // Every attempt sent counts: a retry is a call.
                     if let (Some(limit), Some(keys)) = (limit, keys) {
                         limit.acquire(keys).await.map_err(CallFailure::Limited)?;
@@ -203,7 +211,8 @@ pub async fn run(
                 &llm.message,
             ));
         }
-        Err(llm) => {
+        Err(mut llm) => {
+            upstream.explain_down(&mut llm);
             // rmcp writes the 2026 `resultType`; a relay adds nothing the server's own
             // results would not have.
             let mut v = serde_json::to_value(llm_error_result(&llm)).unwrap_or_default();
@@ -214,6 +223,18 @@ pub async fn run(
         }
     };
     Some(jsonrpc::result_response(id, &result))
+}
+
+/// The upstream serving `name` now, if a reload replaced `current` by another one that serves
+/// it under the same name (`None`: nothing changed, or nothing serves it any more).
+fn replacement(
+    session: &Session,
+    name: &str,
+    current: &Arc<crate::upstream::Upstream>,
+    original: &str,
+) -> Option<Arc<crate::upstream::Upstream>> {
+    let (route, now) = session.router.resolve(Kind::Tool, name)?;
+    (!Arc::ptr_eq(&route.upstream, current) && now == original).then(|| route.upstream.clone())
 }
 
 pub(crate) async fn sleep_until(deadline: Option<Instant>) {

@@ -218,7 +218,7 @@ impl<'a> ToolCall<'a> {
                 async move { judge(fut.await?) }
             })
             .await
-            .map_err(|e| final_error(self.tool, &e))
+            .map_err(|e| final_error(self.tool, &e, replay))
     }
 }
 
@@ -255,24 +255,48 @@ pub fn sanitize_error_result(mut result: CallToolResult) -> CallToolResult {
     result
 }
 
-fn final_error(tool: &str, e: &RetryError<CallFailure>) -> LlmError {
-    let mut llm = e.to_llm_error(tool);
-    let ambiguous = matches!(e.failure(), Failure::Error(f) if f.is_ambiguous())
-        || matches!(e.failure(), Failure::Timeout { .. });
-    if ambiguous && e.reason() == GiveUpReason::Declined {
-        llm.message = format!(
-            "The outcome of this call is unknown: it was sent to the tool and then {}. It was not \
-             retried automatically because the tool is not marked read-only or idempotent",
-            if llm.code == steadfast::LlmErrorCode::Timeout {
-                "timed out"
-            } else {
-                "the connection was lost"
-            }
-        );
-        llm.suggestion =
-            "Check whether the action took effect before calling the tool again".to_owned();
+fn final_error(tool: &str, e: &RetryError<CallFailure>, replay: bool) -> LlmError {
+    let llm = e.to_llm_error(tool);
+    if replay || !sent_and_ambiguous(e) {
+        return llm;
     }
-    llm
+    // Not repeated because it may not be replayed: whatever the failure looked like, the model
+    // must not be invited to repeat it blindly either.
+    let then = match e.failure() {
+        Failure::Timeout { .. } => "timed out".to_owned(),
+        Failure::Error(CallFailure::Lost(_)) if llm.code == steadfast::LlmErrorCode::Timeout => {
+            "timed out".to_owned()
+        }
+        Failure::Error(CallFailure::Lost(_)) => "the connection was lost".to_owned(),
+        _ => format!(
+            "failed with an error that may be transient ({}: {})",
+            llm.code,
+            llm.message.trim_end_matches('.')
+        ),
+    };
+    let mut unknown = LlmError::new(steadfast::LlmErrorCode::OutcomeUnknown);
+    unknown.message = format!(
+        "The outcome of this call is unknown: it was sent to the tool and then {then}. It was not \
+         retried automatically because the tool is not marked read-only or idempotent"
+    );
+    unknown.tool = llm.tool;
+    unknown.attempts_made = llm.attempts_made;
+    unknown
+}
+
+/// Whether the call gave up on a failure that left its outcome open — the request went out
+/// (not a refusal before sending, not a call limit) and the engine stopped for a reason other
+/// than the failure itself (a caller error) or the caller's cancellation.
+fn sent_and_ambiguous(e: &RetryError<CallFailure>) -> bool {
+    let sent = match e.failure() {
+        Failure::Error(f) => !f.never_ran() && !matches!(f, CallFailure::Limited(_)),
+        Failure::Timeout { .. } => true,
+        _ => false,
+    };
+    sent && !matches!(
+        e.reason(),
+        GiveUpReason::NonRetriable | GiveUpReason::Cancelled
+    )
 }
 
 /// A `CallToolResult` with `isError: true` carrying `error`: its JSON as the text (what every
@@ -289,4 +313,92 @@ pub fn llm_error_result(error: &LlmError) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(json.to_string())]);
     r.structured_content = Some(json);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ErrorData;
+    use steadfast::{LlmErrorCode, RetryPolicy};
+
+    use super::*;
+
+    /// The error a call ends with when every attempt fails with `failure()`.
+    async fn ends_with(
+        replay: bool,
+        attempts: u32,
+        failure: fn() -> CallFailure,
+    ) -> (LlmError, u32) {
+        let retry = RetryPolicy::builder()
+            .max_attempts(attempts)
+            .base_delay(std::time::Duration::from_millis(1))
+            .build()
+            .unwrap();
+        let policy = ToolPolicy::new(retry).unwrap();
+        let sent = std::sync::atomic::AtomicU32::new(0);
+        let e = ToolCall::new("charge", &policy)
+            .replays_ambiguous(replay)
+            .run_judged(
+                &CancellationToken::new(),
+                |_| {
+                    sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    async move { Err::<(), _>(failure()) }
+                },
+                Ok,
+            )
+            .await
+            .unwrap_err();
+        (e, sent.into_inner())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_ambiguous_failure_not_replayed_is_outcome_unknown() {
+        let rpc = || CallFailure::Rpc(ErrorData::internal_error("db unavailable", None));
+        let lost = || CallFailure::Lost(rmcp::ServiceError::TransportClosed);
+        let tool = || {
+            let class = steadfast::ErrorClass::from_status(503);
+            CallFailure::Tool(Box::new(CallToolResult::error(vec![])), class)
+        };
+        for (what, failure) in [
+            ("rpc", rpc as fn() -> CallFailure),
+            ("lost", lost),
+            ("tool", tool),
+        ] {
+            // Declined (a retry was allowed) and exhausted (none was): the same truth.
+            for attempts in [3, 1] {
+                let (e, sent) = ends_with(false, attempts, failure).await;
+                assert_eq!(sent, 1, "{what}");
+                assert_eq!(
+                    (e.code, e.retriable),
+                    (LlmErrorCode::OutcomeUnknown, false),
+                    "{what}: {e:?}"
+                );
+                assert!(
+                    e.message.starts_with("The outcome of this call is unknown"),
+                    "{e:?}"
+                );
+                assert!(
+                    e.suggestion.contains("before calling the tool again"),
+                    "{e:?}"
+                );
+                assert_eq!(
+                    (e.tool.as_deref(), e.attempts_made),
+                    (Some("charge"), Some(1))
+                );
+            }
+            // A tool that may be replayed is, and ends as its last failure says.
+            let (e, sent) = ends_with(true, 3, failure).await;
+            assert_eq!(sent, 3, "{what}");
+            assert!(
+                e.retriable && e.code != LlmErrorCode::OutcomeUnknown,
+                "{what}: {e:?}"
+            );
+        }
+        // Never sent: safe to call again, whatever the tool.
+        let (e, sent) = ends_with(false, 2, || CallFailure::NotSent("down".into())).await;
+        assert_eq!((e.code, sent), (LlmErrorCode::ServiceUnavailable, 2));
+        // A caller error is not ambiguous: the server refused the call.
+        let bad = || CallFailure::Rpc(ErrorData::invalid_params("'amount' is required", None));
+        let (e, sent) = ends_with(false, 3, bad).await;
+        assert_eq!((e.code, sent), (LlmErrorCode::InvalidRequest, 1));
+    }
 }

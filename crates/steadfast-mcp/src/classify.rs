@@ -4,9 +4,10 @@
 //! - the connection ([`ServiceError`]): a closed transport or a timed-out request passes, so it
 //!   is retriable (and counts against a breaker);
 //! - a JSON-RPC error response ([`ErrorData`]): the request itself was wrong (invalid params,
-//!   unknown method or tool, unsupported protocol version) and retrying it as is cannot help —
-//!   except `-32603 internal error`, which says nothing about the request and is retried, and
-//!   messages that carry their own status (`429`, `503`, …), which [`classify_message`] reads;
+//!   unknown method or tool, unsupported protocol version, any code of the range MCP reserves
+//!   for protocol conditions, -32020…-32099) and retrying it as is cannot help — except
+//!   `-32603 internal error`, which says nothing about the request and is retried, and messages
+//!   that carry their own status (`429`, `503`, …), which [`classify_message`] reads;
 //! - a tool result with `isError: true`: the tool ran and reported failure. Its text decides:
 //!   [`classify_tool_result`] finds transient failures (429, 5xx, timeouts, connection resets,
 //!   "temporarily unavailable", …); anything else is a business failure for the model to read.
@@ -66,6 +67,12 @@ pub fn classify_error_data(e: &ErrorData) -> ErrorClass {
         | RpcCode::MISSING_REQUIRED_CLIENT_CAPABILITY
         | RpcCode::HEADER_MISMATCH => match by_text {
             // An explicit transient status in the text wins: some servers wrap 429s this way.
+            Some(c) if c.kind.is_transient() => c,
+            _ => ErrorClass::non_retriable(ErrorCode::CLIENT_ERROR),
+        },
+        // MCP reserves -32020…-32099 for protocol conditions (a header mismatch, a required
+        // capability, URL elicitation required, …): the same request fails the same way.
+        RpcCode(code) if (-32099..=-32020).contains(&code) => match by_text {
             Some(c) if c.kind.is_transient() => c,
             _ => ErrorClass::non_retriable(ErrorCode::CLIENT_ERROR),
         },
@@ -160,6 +167,10 @@ mod tests {
         assert!(!classify_error_data(&nf).kind.is_transient());
         let internal = ErrorData::internal_error("boom", None);
         assert!(classify_error_data(&internal).kind.is_transient());
+        let reserved = ErrorData::new(RpcCode(-32042), "URL elicitation required", None);
+        assert_eq!(classify_error_data(&reserved).kind, ErrorKind::NonRetriable);
+        let outside = ErrorData::new(RpcCode(-32000), "server exploded", None);
+        assert_eq!(classify_error_data(&outside).kind, ErrorKind::Unknown);
         let wrapped = ErrorData::invalid_request("rate limited: 429", None);
         assert_eq!(classify_error_data(&wrapped).kind, ErrorKind::RateLimited);
     }

@@ -206,8 +206,11 @@ async fn an_unannotated_tool_is_not_replayed_after_its_attempt_timeout() {
         .await
         .unwrap();
     let e = r.structured_content.unwrap();
-    assert_eq!(e["code"], "TIMEOUT");
-    assert!(e["message"].as_str().unwrap().contains("unknown"), "{e}");
+    assert_eq!(
+        (e["code"].as_str(), e["retriable"].as_bool()),
+        (Some("OUTCOME_UNKNOWN"), Some(false))
+    );
+    assert!(e["message"].as_str().unwrap().contains("timed out"), "{e}");
     assert_eq!(inner.effect.load(Ordering::SeqCst), 1);
 
     // Opting in replays it.

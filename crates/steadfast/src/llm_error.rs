@@ -43,6 +43,19 @@ pub enum LlmErrorCode {
     Cancelled,
     /// A call limit (per session, tool or upstream) was reached: do not call the tool again.
     ToolCallLimit,
+    /// The call was sent and failed ambiguously (timed out, lost its connection, or got an
+    /// error that may be transient), and it was not repeated because the tool may not be
+    /// replayed (not read-only, not idempotent): it may or may not have taken effect. Not
+    /// retriable as is — the model should check whether the action happened first. The engine
+    /// does not know whether a request was sent, so it never picks this code itself; callers
+    /// that do (the MCP layer, the gateway) set it.
+    ///
+    /// ```
+    /// use steadfast::{LlmError, LlmErrorCode};
+    /// let e = LlmError::new(LlmErrorCode::OutcomeUnknown);
+    /// assert_eq!((e.code.as_str(), e.retriable), ("OUTCOME_UNKNOWN", false));
+    /// ```
+    OutcomeUnknown,
 }
 
 impl LlmErrorCode {
@@ -61,13 +74,15 @@ impl LlmErrorCode {
             Self::CircuitOpen => "CIRCUIT_OPEN",
             Self::Cancelled => "CANCELLED",
             Self::ToolCallLimit => "TOOL_CALL_LIMIT",
+            Self::OutcomeUnknown => "OUTCOME_UNKNOWN",
         }
     }
 
     /// Whether the model may simply call the tool again. False for an invalid request, a
-    /// cancelled call, and an open circuit: calling again before the breaker closes is rejected
-    /// at once, which is what the suggestion tells the model (`retryAfterMs` says when to
-    /// come back).
+    /// cancelled call, a spent call limit, a call whose outcome is unknown (calling again may
+    /// do the action twice), and an open circuit: calling again before the breaker closes is
+    /// rejected at once, which is what the suggestion tells the model (`retryAfterMs` says when
+    /// to come back).
     ///
     /// ```
     /// assert!(steadfast::LlmErrorCode::Timeout.retriable());
@@ -77,7 +92,11 @@ impl LlmErrorCode {
     pub fn retriable(self) -> bool {
         !matches!(
             self,
-            Self::InvalidRequest | Self::Cancelled | Self::CircuitOpen | Self::ToolCallLimit
+            Self::InvalidRequest
+                | Self::Cancelled
+                | Self::CircuitOpen
+                | Self::ToolCallLimit
+                | Self::OutcomeUnknown
         )
     }
 
@@ -93,6 +112,9 @@ impl LlmErrorCode {
             }
             Self::Cancelled => "The call was cancelled",
             Self::ToolCallLimit => "Tool call limit reached for this session",
+            Self::OutcomeUnknown => {
+                "The outcome of this call is unknown: it was sent to the tool and may or may not have taken effect"
+            }
         }
     }
 
@@ -109,6 +131,9 @@ impl LlmErrorCode {
             Self::Cancelled => "No action needed; the call was cancelled by the caller",
             Self::ToolCallLimit => {
                 "Do not call this tool again in this session; finish with the results you have or tell the user the limit was reached"
+            }
+            Self::OutcomeUnknown => {
+                "Check whether the action took effect before calling the tool again"
             }
         }
     }

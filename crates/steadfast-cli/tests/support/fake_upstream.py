@@ -15,6 +15,8 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
   garbage-then-sleep        prints non-JSON lines at start, then answers nothing
   exit-after-initialize     (stdio) answers initialize, then exits (after --exit-delay-ms)
   oversized-reply           every tools/call result carries --reply-mib MiB of text
+  announce-on-initialized   sends notifications/tools/list_changed when the client says
+                            notifications/initialized (as server-everything does)
   progress-burst            tools/call: --burst progress notifications and the result in one write
   log-flood                 tools/call: --flood notifications/message, then the result
   ignores-eof               stdin EOF and SIGTERM are ignored (only SIGKILL ends it)
@@ -28,6 +30,14 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
                             notifications) is read and never answered until the client
                             closes the connection, counted as "abandoned"; a GET stream is
                             accepted and never written to, its end counted as "streams_closed"
+
+Lists from a file (``--lists-file PATH``, read again on every list, so a test can change what is
+listed): ``{"resources": [uri, ...], "prompts": [name, ...]}`` adds the resources and prompts
+capabilities, ``resources/list`` (``--page-size`` items a page, each with ``--list-padding`` bytes
+of description), ``resources/templates/list`` (empty), ``resources/read`` and ``prompts/get``
+(which refuse what the file does not list now). ``--only-version V`` answers ``initialize`` with
+protocol revision V whatever was asked; ``--without-capability NAME`` (repeatable) leaves a
+capability out of the ``initialize`` result.
 
 The counter file is JSON: {"starts": n, "methods": {method: n}, "tools": {tool: n},
 "cancelled": n, "answers": n, "stale_answers": n}; "answers" counts the answers to the fake's
@@ -57,6 +67,7 @@ MODES = {
     "garbage-then-sleep",
     "exit-after-initialize",
     "oversized-reply",
+    "announce-on-initialized",
     "progress-burst",
     "log-flood",
     "ignores-eof",
@@ -225,7 +236,58 @@ class Fake:
         caps = {"tools": {"listChanged": True}, "logging": {}}
         if "tasks" in self.modes:
             caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        if self.args.lists_file:
+            caps["resources"] = {"listChanged": True}
+            caps["prompts"] = {"listChanged": True}
+        for name in self.args.without_capability or []:
+            caps.pop(name, None)
         return caps
+
+    def lists(self):
+        try:
+            with open(self.args.lists_file, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def list_page(self, rid, params, emit):
+        uris = self.lists().get("resources", [])
+        start = int(params.get("cursor") or 0)
+        size = self.args.page_size or len(uris) or 1
+        pad = "d" * self.args.list_padding
+        page = [{"uri": u, "name": u, "description": pad} for u in uris[start:start + size]]
+        result = {"resources": page}
+        if start + size < len(uris):
+            result["nextCursor"] = str(start + size)
+        emit([ok(rid, result)])
+
+    def lists_request(self, rid, method, params, emit):
+        """resources/* and prompts/* from --lists-file; True when `method` is one of them."""
+        if not self.args.lists_file:
+            return False
+        if method == "resources/list":
+            self.list_page(rid, params, emit)
+        elif method == "resources/templates/list":
+            emit([ok(rid, {"resourceTemplates": []})])
+        elif method == "resources/read":
+            uri = params.get("uri")
+            if uri in self.lists().get("resources", []):
+                emit([ok(rid, {"contents": [{"uri": uri, "text": f"content of {uri}"}]})])
+            else:
+                emit([error(rid, -32002, f"Resource not found: {uri}")])
+        elif method == "prompts/list":
+            names = self.lists().get("prompts", [])
+            emit([ok(rid, {"prompts": [{"name": n} for n in names]})])
+        elif method == "prompts/get":
+            name = params.get("name")
+            if name in self.lists().get("prompts", []):
+                emit([ok(rid, {"messages": [{"role": "user",
+                                             "content": {"type": "text", "text": name}}]})])
+            else:
+                emit([error(rid, -32602, f"Unknown prompt: {name}")])
+        else:
+            return False
+        return True
 
     # -- dispatch -----------------------------------------------------------------------------
 
@@ -249,6 +311,9 @@ class Fake:
                 self.counter.bump("cancelled")
                 target = (msg.get("params") or {}).get("requestId")
                 self.cancel_event(target).set()
+            if method == "notifications/initialized" and "announce-on-initialized" in self.modes:
+                # Servers that register tools once the session is up (server-everything).
+                emit([{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}])
             return True
         params = msg.get("params") or {}
         if method == "initialize":
@@ -256,6 +321,8 @@ class Fake:
                 return False
             asked = params.get("protocolVersion")
             version = asked if asked in KNOWN_VERSIONS else KNOWN_VERSIONS[0]
+            if self.args.only_version:
+                version = self.args.only_version
             emit([ok(rid, {
                 "protocolVersion": version,
                 "capabilities": self.capabilities(),
@@ -279,6 +346,8 @@ class Fake:
                 self.calls_seen += 1
                 self.calls_cond.notify_all()
             threading.Thread(target=self.call_tool, args=(rid, params, emit), daemon=True).start()
+        elif self.lists_request(rid, method, params, emit):
+            pass
         elif method in ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel") \
                 and "tasks" in self.modes:
             threading.Thread(target=self.task_request, args=(rid, method, params, emit),
@@ -780,6 +849,13 @@ def main(argv=None):
                    help="session-loss: forget sessions after N requests (0: only on SIGUSR1)")
     p.add_argument("--session-loss-status", type=int, choices=[400, 404], default=400,
                    help="session-loss: 400 (TypeScript SDK shape) or 404 (Python SDK shape)")
+    p.add_argument("--lists-file", help="resources and prompts listed from this JSON file")
+    p.add_argument("--page-size", type=int, default=0, help="resources/list: items a page")
+    p.add_argument("--list-padding", type=int, default=0,
+                   help="resources/list: description bytes per item")
+    p.add_argument("--only-version", help="answer initialize with this protocol revision")
+    p.add_argument("--without-capability", action="append",
+                   help="leave this capability out of the initialize result (repeatable)")
     p.add_argument("--verbose", action="store_true", help="HTTP request log on stderr")
     args = p.parse_args(argv)
     if args.pid_file:

@@ -18,7 +18,7 @@ use steadfast_mcp::{CallFailure, ToolCall, ToolPolicy};
 
 use super::Shared;
 use super::store::{TaskRow, TaskStore, status};
-use super::wire::{llm_result, unknown};
+use super::wire::{llm_result, outcome_unknown, unknown};
 
 /// The handler's name in the job store.
 pub(crate) const HANDLER: &str = "steadfast.tools_call";
@@ -84,7 +84,7 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
         let failure = row
             .last_failure
             .clone()
-            .unwrap_or_else(|| llm_result(&unknown(&row.tool, "the outcome is unknown")));
+            .unwrap_or_else(|| llm_result(&outcome_unknown(&row.tool)));
         tracing::warn!(task = %row.task_id, tool = %row.tool, "a durable call was sent before a restart and never answered; not resent (the tool is not idempotent)");
         store
             .finish(
@@ -300,7 +300,10 @@ mod tests {
             e.message.starts_with("The outcome of this call is unknown"),
             "{e:?}"
         );
-        assert_eq!(e.attempts_made, Some(1));
+        assert_eq!(
+            (e.code, e.retriable, e.attempts_made),
+            (steadfast::LlmErrorCode::OutcomeUnknown, false, Some(1))
+        );
         let e = would_be_final("lookup", lost(), true, 3).await;
         assert!(!e.message.contains("unknown"), "{e:?}");
         assert_eq!(

@@ -70,9 +70,32 @@ pub(crate) fn derive(row: &TaskRow, job: Option<&Job>) -> View {
             "attempt {} of {} failed ({}); retry scheduled",
             job.attempts,
             job.max_attempts,
-            job.last_error_code.as_deref().unwrap_or("UNKNOWN")
+            last_code(row, job)
         ))),
     }
+}
+
+/// The code of the last failed attempt, as the live call would name it: the `LlmError` the
+/// attempt recorded (`SERVICE_UNAVAILABLE` for a 503), not the job store's class of it
+/// (`SERVER_ERROR`). A job attempt that recorded nothing (a spent retry budget, a lost lease,
+/// a store error) is named by the job's own code.
+fn last_code<'a>(row: &'a TaskRow, job: &'a Job) -> &'a str {
+    let recorded = row.answered == i64::from(job.attempts);
+    row.last_failure
+        .as_deref()
+        .filter(|_| recorded)
+        .and_then(code_of)
+        .or(job.last_error_code.as_deref())
+        .unwrap_or("UNKNOWN")
+}
+
+/// The `code` of an `LlmError` result, as one of the fixed code strings.
+fn code_of(result: &str) -> Option<&'static str> {
+    let v: Value = serde_json::from_str(result).ok()?;
+    let code = v.pointer("/structuredContent/code")?;
+    serde_json::from_value::<LlmErrorCode>(code.clone())
+        .ok()
+        .map(LlmErrorCode::as_str)
 }
 
 fn working(message: Option<String>) -> View {
@@ -132,19 +155,30 @@ pub(crate) fn unknown(tool: &str, message: &str) -> LlmError {
     e
 }
 
+/// A call sent and never answered, to a tool that may not be replayed: the live call's
+/// `OUTCOME_UNKNOWN`.
+pub(crate) fn outcome_unknown(tool: &str) -> LlmError {
+    LlmError::new(LlmErrorCode::OutcomeUnknown).with_tool(tool)
+}
+
 pub(crate) fn cancelled(tool: &str) -> LlmError {
     LlmError::new(LlmErrorCode::Cancelled).with_tool(tool)
 }
 
-/// A short status message for a terminal result: the `LlmError`'s message, if it is one.
+/// A short status message for a terminal result: the `LlmError`'s code and message, if it is
+/// one (`OUTCOME_UNKNOWN: The outcome of this call is unknown…`), as the live call names them.
 fn message_of(result: &str) -> Option<String> {
     let v: Value = serde_json::from_str(result).ok()?;
     if v.get("isError").and_then(Value::as_bool) != Some(true) {
         return None;
     }
-    v.pointer("/structuredContent/message")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    let message = v.pointer("/structuredContent/message")?.as_str()?;
+    Some(
+        match v.pointer("/structuredContent/code").and_then(Value::as_str) {
+            Some(code) => format!("{code}: {message}"),
+            None => message.to_owned(),
+        },
+    )
 }
 
 /// RFC 3339 UTC with milliseconds.
@@ -199,9 +233,13 @@ mod tests {
             (v.status, v.result.as_deref()),
             ("completed", Some(r#"{"content":[]}"#))
         );
+        // Compared as values: key order depends on serde_json's `preserve_order`, which a
+        // workspace build turns on (rig-core enables it).
+        let tagged: serde_json::Value =
+            serde_json::from_str(&with_related_task(r#"{"content":[]}"#, "t1")).unwrap();
         assert_eq!(
-            with_related_task(r#"{"content":[]}"#, "t1"),
-            r#"{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t1"}},"content":[]}"#
+            tagged,
+            serde_json::json!({"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}, "content": []})
         );
     }
 }

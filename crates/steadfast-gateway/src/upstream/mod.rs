@@ -117,8 +117,14 @@ pub enum Params<'a> {
 /// The state of the connection, published to everyone who waits for it.
 #[derive(Clone)]
 pub enum LinkState {
-    /// Not connected (yet, or any more); why.
+    /// Not connected (yet, or any more); why. Worth waiting for: the supervisor is (re)starting
+    /// it on its backoff.
     Down(Arc<str>),
+    /// Not connected, and not worth waiting for: the start failed in a way no quick retry fixes
+    /// (the command does not exist or is not executable, every start of a short burst exited
+    /// before its handshake or was refused, the child wrote garbage and fell silent), or the
+    /// restart attempts are spent. The supervisor keeps probing; waiters are answered at once.
+    Failed(Arc<str>),
     /// Connected.
     Up(Arc<Link>),
 }
@@ -148,6 +154,12 @@ pub struct Upstream {
     restarts: AtomicU64,
     /// Consecutive starts that died soon after their handshake (0 while connected).
     failing: std::sync::atomic::AtomicU32,
+    /// How often a down upstream is probed, in milliseconds (set by the supervisor).
+    probe_ms: AtomicU64,
+    /// The head of the last line the server wrote that is not JSON-RPC, and a wake-up for the
+    /// handshake (a server that writes garbage and then nothing has failed to start).
+    noise: Mutex<Option<String>>,
+    noise_seen: Notify,
     started: OnceLock<()>,
     shutdown: CancellationToken,
     stopped: CancellationToken,
@@ -182,6 +194,9 @@ impl Upstream {
             task_owners: task_owners::TaskOwners::default(),
             restarts: AtomicU64::new(0),
             failing: std::sync::atomic::AtomicU32::new(0),
+            probe_ms: AtomicU64::new(0),
+            noise: Mutex::new(None),
+            noise_seen: Notify::new(),
             started: OnceLock::new(),
             shutdown: CancellationToken::new(),
             stopped: CancellationToken::new(),
@@ -201,7 +216,6 @@ impl Upstream {
     /// Starts the supervisor once, initializing the server with the client's own
     /// `initialize` params (raw JSON) and sending what it sends to `client`.
     pub fn start(self: &Arc<Self>, init_params: &str, client: Arc<Client>) {
-        let _ = self.init_params.set(init_params.to_owned());
         {
             let mut clients = self.clients.write().unwrap_or_else(|e| e.into_inner());
             clients.retain(|c| c.strong_count() > 0);
@@ -213,6 +227,14 @@ impl Upstream {
             }
         }
         self.last_active.store(client.serial(), Ordering::Relaxed);
+        self.start_alone(init_params);
+    }
+
+    /// Starts the supervisor once, initializing the server with `init_params` (raw JSON),
+    /// before any client is there (the HTTP front starts its upstreams with the gateway, so
+    /// that readiness means ready).
+    pub fn start_alone(self: &Arc<Self>, init_params: &str) {
+        let _ = self.init_params.set(init_params.to_owned());
         if self.started.set(()).is_ok() {
             tokio::spawn(supervisor::run(self.clone()));
         }
@@ -363,6 +385,9 @@ impl Upstream {
             return Err(STOPPED.to_owned());
         }
         let mut rx = self.state.subscribe();
+        if let LinkState::Failed(why) = &*rx.borrow() {
+            return Err(self.down_notice(why));
+        }
         let failing = self.failing.load(Ordering::Relaxed);
         if failing >= 2 {
             if let LinkState::Down(why) = &*rx.borrow() {
@@ -373,10 +398,10 @@ impl Upstream {
         }
         let wait = async {
             loop {
-                if let LinkState::Up(link) = &*rx.borrow_and_update() {
-                    if !link.is_closed() {
-                        return Ok(link.clone());
-                    }
+                match &*rx.borrow_and_update() {
+                    LinkState::Up(link) if !link.is_closed() => return Ok(link.clone()),
+                    LinkState::Failed(why) => return Err(self.down_notice(why)),
+                    _ => {}
                 }
                 if rx.changed().await.is_err() {
                     return Err("the upstream was shut down".to_owned());
@@ -393,9 +418,50 @@ impl Upstream {
             Ok(r) => r,
             Err(_) => Err(match &*self.state.borrow() {
                 LinkState::Down(why) => format!("the upstream is not connected: {why}"),
+                LinkState::Failed(why) => self.down_notice(why),
                 LinkState::Up(_) => "the upstream connection is closing".to_owned(),
             }),
         }
+    }
+
+    /// What a call is told while the upstream is down for good (until a probe brings it back).
+    fn down_notice(&self, why: &str) -> String {
+        format!("the MCP server `{}` is down: {why}", self.name)
+    }
+
+    /// How often the supervisor probes an upstream that is down ([`LinkState::Failed`]).
+    pub fn probe_every(&self) -> Duration {
+        Duration::from_millis(self.probe_ms.load(Ordering::Relaxed))
+    }
+
+    /// Tells the model the truth about a call that failed because the upstream is down for
+    /// good (until a probe brings it back): the server is down, so calling again at once
+    /// fails the same way; `retryAfterMs` says when the next probe is.
+    pub fn explain_down(&self, llm: &mut steadfast::LlmError) {
+        if llm.code != steadfast::LlmErrorCode::ServiceUnavailable || !self.is_down() {
+            return;
+        }
+        let every = self.probe_every();
+        llm.message = steadfast::sanitize(&format!(
+            "The MCP server `{}` is down: {}",
+            self.name,
+            self.down_reason().unwrap_or_default()
+        ))
+        .chars()
+        .take(steadfast::MAX_MESSAGE_CHARS)
+        .collect();
+        llm.suggestion = format!(
+            "Do not call this server's tools again right away: they fail until it is back (the \
+             gateway checks every {every:?}). Use another tool or tell the user the server is down"
+        );
+        llm.retriable = true;
+        llm.retry_after_ms = Some(u64::try_from(every.as_millis()).unwrap_or(u64::MAX));
+    }
+
+    /// Whether the upstream is down and not worth waiting for (see [`LinkState::Failed`]): a
+    /// call fails at once, and the model is told the server is down.
+    pub fn is_down(&self) -> bool {
+        matches!(&*self.state.borrow(), LinkState::Failed(_))
     }
 
     /// The live connection now, without waiting for one (a list that gathers several upstreams
@@ -410,18 +476,21 @@ impl Upstream {
     /// Why the upstream is not connected now (`None` when it is).
     pub fn down_reason(&self) -> Option<String> {
         match &*self.state.borrow() {
-            LinkState::Down(why) => Some(why.to_string()),
+            LinkState::Down(why) | LinkState::Failed(why) => Some(why.to_string()),
             LinkState::Up(_) => None,
         }
     }
 
-    /// Waits up to `bound` for the first connection; the reason it is down otherwise.
+    /// Waits up to `bound` for the first connection; the reason it is down otherwise. An
+    /// upstream that cannot start ([`LinkState::Failed`]) is not waited for.
     pub async fn wait_connected(&self, bound: Duration) -> Result<(), String> {
         let mut rx = self.state.subscribe();
         let wait = async {
             loop {
-                if matches!(&*rx.borrow_and_update(), LinkState::Up(_)) {
-                    return true;
+                match &*rx.borrow_and_update() {
+                    LinkState::Up(_) => return true,
+                    LinkState::Failed(_) => return false,
+                    LinkState::Down(_) => {}
                 }
                 if rx.changed().await.is_err() {
                     return false;
@@ -431,7 +500,7 @@ impl Upstream {
         match tokio::time::timeout(bound, wait).await {
             Ok(true) => Ok(()),
             _ => Err(match &*self.state.borrow() {
-                LinkState::Down(why) => why.to_string(),
+                LinkState::Down(why) | LinkState::Failed(why) => why.to_string(),
                 LinkState::Up(_) => "connected".to_owned(),
             }),
         }
@@ -608,6 +677,10 @@ impl Upstream {
             Ok(x) => x,
             Err(e) => {
                 tracing::debug!(upstream = %self.name, error = ?e, "ignored a malformed message from the upstream");
+                let head = String::from_utf8_lossy(&line[..line.len().min(200)]);
+                let head = steadfast::sanitize(head.trim()).into_owned();
+                *self.noise.lock().unwrap_or_else(|e| e.into_inner()) = Some(head);
+                self.noise_seen.notify_one();
                 return;
             }
         };
@@ -719,7 +792,11 @@ impl Upstream {
                     tracing::info!(upstream = %me, "the upstream's tool list changed");
                 }
                 let params = env.params.map(RawValue::get);
+                let list_changed = method.ends_with("/list_changed");
                 for client in &clients {
+                    if list_changed && !client.is_initialized() {
+                        continue;
+                    }
                     client
                         .out
                         .push_notification(jsonrpc::notification(method, params));

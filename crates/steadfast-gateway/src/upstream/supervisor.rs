@@ -48,7 +48,11 @@ impl Default for Settings {
             reconnect_wait: Duration::from_secs(10),
             connect: steadfast_mcp::default_connect_policy(),
             restart: steadfast_mcp::default_reconnect_policy(),
-            max_message_size: 16 * 1024 * 1024,
+            // The official SDKs read messages of any size; a file read through a filesystem
+            // server comes back twice (text and structured content), so 16 MiB refused a 9 MB
+            // file. Memory stays bounded: each reader holds at most one message of this size,
+            // and a relayed reply is held once until written.
+            max_message_size: 128 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             stable_after: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(2),
@@ -92,17 +96,88 @@ impl Conn {
     }
 }
 
+/// Why a start failed, and whether a quick retry could help.
+struct StartFailure {
+    why: String,
+    /// No retry fixes it (the command does not exist, is not executable, or the server wrote
+    /// garbage and fell silent): waiters are answered at once.
+    hopeless: bool,
+}
+
+impl StartFailure {
+    fn retry(why: impl Into<String>) -> Self {
+        Self {
+            why: why.into(),
+            hopeless: false,
+        }
+    }
+}
+
+/// The supervisor's count of failures, and when it stops making callers wait.
+struct Tally {
+    failures: u32,
+    ever_connected: bool,
+    /// The upstream is published as [`LinkState::Failed`] until a start succeeds.
+    gave_up: bool,
+}
+
+impl Tally {
+    fn policy<'a>(&self, settings: &'a Settings) -> &'a RetryPolicy {
+        if self.ever_connected {
+            &settings.restart
+        } else {
+            &settings.connect
+        }
+    }
+
+    /// Publishes the upstream as down after a failure. It is `Failed` — callers are answered at
+    /// once — when no retry could help, when the policy's attempts are spent (a short burst for
+    /// the first start, the restart policy's attempts after), or once it was so already;
+    /// otherwise `Down`, and callers wait for the restart.
+    fn failed(&mut self, up: &Upstream, why: &str, hopeless: bool) {
+        self.failures += 1;
+        let policy = self.policy(&up.settings);
+        let every = policy.max_delay().max(Duration::from_millis(100));
+        up.probe_ms
+            .store(every.as_millis() as u64, Ordering::Relaxed);
+        if hopeless || self.failures >= policy.max_attempts() {
+            if !self.gave_up {
+                tracing::warn!(
+                    upstream = %up.name, every = ?every, reason = %why,
+                    "the upstream cannot be started now; calls fail at once while it is probed"
+                );
+            }
+            self.gave_up = true;
+        }
+        let state = if self.gave_up {
+            let probe = if self.ever_connected {
+                "restart attempts are spent"
+            } else if hopeless {
+                "it cannot be started"
+            } else {
+                "every start of a short burst failed"
+            };
+            LinkState::Failed(format!("{why} ({probe}; probed every {every:?})").into())
+        } else {
+            LinkState::Down(why.into())
+        };
+        up.state.send_replace(state);
+    }
+}
+
 /// The supervisor's loop; ends when the upstream is shut down.
 pub(super) async fn run(up: Arc<Upstream>) {
-    let mut failures = 0u32;
+    let mut tally = Tally {
+        failures: 0,
+        ever_connected: false,
+        gave_up: false,
+    };
     let mut generation = 0u64;
-    let mut ever_connected = false;
     let mut previous = Duration::ZERO;
     let mut rng = Rng::new();
-    let mut gave_up_logged = false;
     // Starts that completed a handshake and died soon after: a crash loop, during which calls
     // fail at once. A server that cannot be reached at all is an outage, which calls ride out
-    // (they wait `reconnect_wait` for it).
+    // (they wait `reconnect_wait` for it) until the policy's attempts are spent.
     let mut crash_loop = 0u32;
     loop {
         if up.shutdown.is_cancelled() {
@@ -114,99 +189,28 @@ pub(super) async fn run(up: Arc<Upstream>) {
             _ = up.shutdown.cancelled() => break,
         };
         match attempt {
-            Ok(mut conn) => {
-                let link = conn.link().clone();
-                // Replay safety must not depend on the client listing tools: learn the hints
-                // before the first call can be made. A server that dies before it answers
-                // tools/list did not start: no restart is announced for it.
-                if up.offers("tools") {
-                    tokio::select! {
-                        _ = tokio::time::timeout(up.settings.init_timeout, learn_tools(up.clone(), link.clone())) => {}
-                        _ = link.closed() => {}
-                    }
-                }
-                if link.is_closed() {
-                    let why = conn.ended().await;
-                    let why = steadfast::sanitize(&format!("{why} right after the handshake"))
-                        .into_owned();
-                    tracing::warn!(upstream = %up.name, reason = %why, "the upstream failed to start");
-                    up.state.send_replace(LinkState::Down(why.clone().into()));
-                    up.fail_generation(generation, false, &why);
-                    conn.terminate(up.settings.shutdown_grace).await;
-                    failures += 1;
-                    crash_loop += 1;
-                    up.failing.store(crash_loop, Ordering::Relaxed);
+            Ok(conn) => {
+                let Some(lived) = serve(&up, conn, generation, &mut tally).await else {
+                    break;
+                };
+                if lived >= up.settings.stable_after {
+                    crash_loop = 0;
+                    previous = Duration::ZERO;
                 } else {
-                    up.failing.store(0, Ordering::Relaxed);
-                    up.state.send_replace(LinkState::Up(link.clone()));
-                    metrics::gauge!("steadfast_upstream_connected", "upstream" => up.name.clone())
-                        .set(1.0);
-                    let since = Instant::now();
-                    if ever_connected {
-                        up.restarts.fetch_add(1, Ordering::Relaxed);
-                        metrics::counter!("steadfast_upstream_restarts_total", "upstream" => up.name.clone())
-                            .increment(1);
-                        tracing::info!(upstream = %up.name, generation, "the upstream is back");
-                        for client in up.clients() {
-                            client.out.push_notification(jsonrpc::notification(
-                                "notifications/tools/list_changed",
-                                None,
-                            ));
-                        }
-                    }
-                    ever_connected = true;
-                    gave_up_logged = false;
-                    let why = tokio::select! {
-                        why = conn.ended() => why,
-                        _ = up.shutdown.cancelled() => {
-                            up.state.send_replace(LinkState::Down("shut down".into()));
-                            up.fail_generation(generation, false, "the proxy is shutting down");
-                            conn.terminate(up.settings.shutdown_grace).await;
-                            break;
-                        }
-                    };
-                    tracing::warn!(upstream = %up.name, reason = %steadfast::sanitize(&why), "the upstream connection ended");
-                    up.state.send_replace(LinkState::Down(why.clone().into()));
-                    metrics::gauge!("steadfast_upstream_connected", "upstream" => up.name.clone())
-                        .set(0.0);
-                    // Requests in flight on a lost session may have run: only the one the server
-                    // refused (settled by the HTTP link itself) proves it never ran.
-                    up.fail_generation(generation, false, &why);
-                    conn.terminate(up.settings.shutdown_grace).await;
-                    if since.elapsed() >= up.settings.stable_after {
-                        failures = 0;
-                        crash_loop = 0;
-                        previous = Duration::ZERO;
-                    } else {
-                        crash_loop += 1;
-                    }
-                    up.failing.store(crash_loop, Ordering::Relaxed);
-                    failures += 1;
+                    crash_loop += 1;
                 }
+                up.failing.store(crash_loop, Ordering::Relaxed);
             }
-            Err(why) => {
+            Err(StartFailure { why, hopeless }) => {
                 let why = steadfast::sanitize(&why).into_owned();
                 tracing::warn!(upstream = %up.name, reason = %why, "could not connect the upstream");
-                up.state.send_replace(LinkState::Down(why.into()));
-                failures += 1;
+                tally.failed(&up, &why, hopeless);
             }
         }
-        let policy = if ever_connected {
-            &up.settings.restart
+        let policy = tally.policy(&up.settings);
+        let delay = if tally.failures < policy.max_attempts() {
+            policy.backoff_delay(tally.failures, previous, &mut rng)
         } else {
-            &up.settings.connect
-        };
-        let delay = if failures < policy.max_attempts() {
-            policy.backoff_delay(failures, previous, &mut rng)
-        } else {
-            if !gave_up_logged {
-                gave_up_logged = true;
-                tracing::warn!(
-                    upstream = %up.name,
-                    every = ?policy.max_delay(),
-                    "restart attempts spent; probing the upstream at the policy's maximum delay"
-                );
-            }
             policy.max_delay().max(Duration::from_millis(100))
         };
         previous = delay;
@@ -219,16 +223,119 @@ pub(super) async fn run(up: Arc<Upstream>) {
     up.stopped.cancel();
 }
 
-/// Starts a connection and completes the MCP handshake within `init_timeout`.
-async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, String> {
-    let conn = match &up.spec {
-        steadfast_mcp::Upstream::Command { .. } => {
-            Conn::Stdio(super::stdio::spawn(up, generation).await?)
+/// Serves a connection that completed its handshake until it ends; how long it lived, or
+/// `None` when the upstream is shutting down. A connection that dies before it lists its tools
+/// did not start: it is reported as a failed start and lived zero.
+async fn serve(
+    up: &Arc<Upstream>,
+    mut conn: Conn,
+    generation: u64,
+    tally: &mut Tally,
+) -> Option<Duration> {
+    let link = conn.link().clone();
+    // Replay safety must not depend on the client listing tools: learn the hints before the
+    // first call can be made. A server that dies before it answers tools/list did not start:
+    // no restart is announced for it.
+    if up.offers("tools") {
+        tokio::select! {
+            _ = tokio::time::timeout(up.settings.init_timeout, learn_tools(up.clone(), link.clone())) => {}
+            _ = link.closed() => {}
         }
+    }
+    if link.is_closed() {
+        let why = conn.ended().await;
+        let why = steadfast::sanitize(&format!("{why} right after the handshake")).into_owned();
+        tracing::warn!(upstream = %up.name, reason = %why, "the upstream failed to start");
+        up.fail_generation(generation, false, &why);
+        conn.terminate(up.settings.shutdown_grace).await;
+        tally.failed(up, &why, false);
+        return Some(Duration::ZERO);
+    }
+    up.failing.store(0, Ordering::Relaxed);
+    tally.gave_up = false;
+    up.state.send_replace(LinkState::Up(link.clone()));
+    metrics::gauge!("steadfast_upstream_connected", "upstream" => up.name.clone()).set(1.0);
+    let since = Instant::now();
+    if tally.ever_connected {
+        up.restarts.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("steadfast_upstream_restarts_total", "upstream" => up.name.clone())
+            .increment(1);
+        tracing::info!(upstream = %up.name, generation, "the upstream is back");
+        for client in up.clients() {
+            client.out.push_notification(jsonrpc::notification(
+                "notifications/tools/list_changed",
+                None,
+            ));
+        }
+    }
+    tally.ever_connected = true;
+    let why = tokio::select! {
+        why = conn.ended() => why,
+        _ = up.shutdown.cancelled() => {
+            up.state.send_replace(LinkState::Down("shut down".into()));
+            up.fail_generation(generation, false, "the proxy is shutting down");
+            conn.terminate(up.settings.shutdown_grace).await;
+            return None;
+        }
+    };
+    let why = steadfast::sanitize(&why).into_owned();
+    tracing::warn!(upstream = %up.name, reason = %why, "the upstream connection ended");
+    metrics::gauge!("steadfast_upstream_connected", "upstream" => up.name.clone()).set(0.0);
+    let lived = since.elapsed();
+    if lived >= up.settings.stable_after {
+        tally.failures = 0;
+    }
+    tally.failed(up, &why, false);
+    // Requests in flight on a lost session may have run: only the one the server refused
+    // (settled by the HTTP link itself) proves it never ran.
+    up.fail_generation(generation, false, &why);
+    conn.terminate(up.settings.shutdown_grace).await;
+    Some(lived)
+}
+
+/// How long a server that wrote something other than JSON-RPC may stay silent before its start
+/// counts as failed (a banner before a prompt answer is tolerated; garbage and then nothing is
+/// a server that will not answer).
+const NOISE_GRACE: Duration = Duration::from_secs(1);
+
+/// Resolves when the server wrote a line that is not JSON-RPC and then nothing useful for
+/// [`NOISE_GRACE`]; with the head of that line.
+async fn noise_then_silence(up: &Upstream) -> String {
+    loop {
+        up.noise_seen.notified().await;
+        tokio::time::sleep(NOISE_GRACE).await;
+        if let Some(head) = up.noise.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return head;
+        }
+    }
+}
+
+/// Starts a connection and completes the MCP handshake within `init_timeout`.
+async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, StartFailure> {
+    *up.noise.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    let conn = match &up.spec {
+        steadfast_mcp::Upstream::Command { .. } => Conn::Stdio(
+            super::stdio::spawn(up, generation)
+                .await
+                .map_err(|e| StartFailure {
+                    why: e.why,
+                    hopeless: e.hopeless,
+                })?,
+        ),
         #[cfg(feature = "http")]
-        steadfast_mcp::Upstream::Http { .. } => Conn::Http(super::http::open(up, generation)?),
+        steadfast_mcp::Upstream::Http { .. } => Conn::Http(
+            super::http::open(up, generation).map_err(|why| StartFailure {
+                why,
+                hopeless: true,
+            })?,
+        ),
         #[allow(unreachable_patterns)]
-        _ => return Err("this build cannot reach HTTP upstreams (feature `http`)".to_owned()),
+        _ => {
+            return Err(StartFailure {
+                why: "this build cannot reach HTTP upstreams (feature `http`)".to_owned(),
+                hopeless: true,
+            });
+        }
     };
     let link = conn.link().clone();
     let params = up
@@ -249,35 +356,46 @@ async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, String> {
         why = conn.ended() => {
             drop(guard);
             conn.terminate(up.settings.shutdown_grace).await;
-            return Err(format!("{why} during the handshake"));
+            return Err(StartFailure::retry(format!("{why} during the handshake")));
+        }
+        head = noise_then_silence(up) => {
+            drop(guard);
+            conn.terminate(up.settings.shutdown_grace).await;
+            return Err(StartFailure {
+                why: format!(
+                    "the upstream wrote output that is not JSON-RPC and did not answer \
+                     initialize (is it an MCP server on stdio? it wrote: {head})"
+                ),
+                hopeless: true,
+            });
         }
     };
     let result = match outcome {
         Ok(Ok(Reply::Result(r))) => r,
         Ok(Ok(Reply::Error(e))) => {
             conn.terminate(up.settings.shutdown_grace).await;
-            return Err(format!(
+            return Err(StartFailure::retry(format!(
                 "the upstream refused initialize: {}",
                 steadfast::sanitize(&e)
-            ));
+            )));
         }
         Ok(Ok(other)) => {
             conn.terminate(up.settings.shutdown_grace).await;
-            return Err(
-                steadfast::sanitize(&format!("the handshake failed: {other:?}")).into_owned(),
-            );
+            return Err(StartFailure::retry(steadfast::sanitize(&handshake_failed(
+                other,
+            ))));
         }
         Ok(Err(_)) => {
             conn.terminate(up.settings.shutdown_grace).await;
-            return Err("the handshake was abandoned".to_owned());
+            return Err(StartFailure::retry("the handshake was abandoned"));
         }
         Err(_) => {
             drop(guard);
             conn.terminate(up.settings.shutdown_grace).await;
-            return Err(format!(
+            return Err(StartFailure::retry(format!(
                 "the upstream did not answer initialize within {:?}",
                 up.settings.init_timeout
-            ));
+            )));
         }
     };
     guard.finish();
@@ -291,6 +409,21 @@ async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, String> {
         None,
     );
     Ok(conn)
+}
+
+/// Why a handshake that got no result failed, in words.
+fn handshake_failed(reply: Reply) -> String {
+    match reply {
+        Reply::NotSent(why) | Reply::Lost(why) => format!("the handshake failed: {why}"),
+        Reply::Http(status, body) => format!(
+            "the handshake failed: HTTP {status}: {}",
+            body.chars().take(200).collect::<String>()
+        ),
+        Reply::TooLarge(len) => {
+            format!("the handshake failed: the initialize result ({len} bytes) is too large")
+        }
+        Reply::Result(_) | Reply::Error(_) => "the handshake failed".to_owned(),
+    }
 }
 
 /// Lists the server's tools (every page) to learn names and replay-safety hints, so that
