@@ -359,13 +359,17 @@ impl Jobs {
         .await
     }
 
-    /// Stops a recurring schedule and cancels its pending run. False when it was not active.
+    /// Stops a recurring schedule and cancels its pending run; a run in progress finishes
+    /// but plans no further fire time. False when it was not active.
     pub async fn cancel_schedule(&self, schedule_id: i64) -> Result<bool, JobsError> {
-        let pool = &self.inner.store.pool;
+        // One transaction: the schedule's row lock is held until its pending jobs are
+        // cancelled, so a run planning its next fire time concurrently (which share-locks the
+        // row) either sees it inactive or has its job cancelled here.
+        let mut tx = self.inner.store.pool.begin().await?;
         let done =
             sqlx::query("UPDATE steadfast_schedules SET active = 0 WHERE id = $1 AND active = 1")
                 .bind(schedule_id)
-                .execute(pool)
+                .execute(&mut *tx)
                 .await?;
         sqlx::query(
             "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
@@ -373,8 +377,9 @@ impl Jobs {
         )
         .bind(self.now())
         .bind(schedule_id)
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -300,6 +300,35 @@ impl Store {
         ))
     }
 
+    /// Queues a schedule's next fire time, only while the schedule is active. The check and
+    /// the insert are one statement, and on PostgreSQL the schedule row is share-locked, so a
+    /// concurrent [`cancel_schedule`](crate::Jobs::cancel_schedule) either comes first (nothing
+    /// is queued) or waits for this insert and then cancels the job it queued.
+    pub(crate) async fn insert_fire(&self, new: &NewJob<'_>, now: i64) -> Result<(), JobsError> {
+        let lock = match self.backend {
+            Backend::Postgres => " FOR SHARE",
+            Backend::Sqlite => "",
+        };
+        let sql = format!(
+            "INSERT INTO steadfast_jobs (handler, payload, policy, state, run_at, schedule_id, fire_at, \
+             created_at, updated_at) \
+             SELECT $1, $2, $3, 'available', $4, $5, $6, $7, $7 \
+             WHERE EXISTS (SELECT 1 FROM steadfast_schedules WHERE id = $5 AND active = 1{lock}) \
+             ON CONFLICT DO NOTHING"
+        );
+        sqlx::query(&sql)
+            .bind(new.handler)
+            .bind(new.payload.as_ref())
+            .bind(new.policy.as_ref())
+            .bind(new.run_at)
+            .bind(new.schedule_id)
+            .bind(new.fire_at)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Inserts many jobs in one statement per chunk (no dedup keys).
     pub(crate) async fn insert_many(
         &self,
@@ -492,21 +521,33 @@ impl Store {
     /// Cancels a job that has not started (queued, scheduled or in backoff); a job of a
     /// recurring schedule cancels the schedule too. False when there was nothing to cancel.
     pub async fn cancel(&self, id: JobId, now: i64) -> Result<bool, JobsError> {
+        let mut tx = self.pool.begin().await?;
         let row = sqlx::query(
             "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
              WHERE id = $2 AND state = 'available' RETURNING schedule_id",
         )
         .bind(now)
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else { return Ok(false) };
         if let Some(schedule) = row.try_get::<Option<i64>, _>(0)? {
+            // As `Jobs::cancel_schedule`: a fire time a running job of this schedule planned
+            // meanwhile is cancelled too.
             sqlx::query("UPDATE steadfast_schedules SET active = 0 WHERE id = $1")
                 .bind(schedule)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+            sqlx::query(
+                "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
+                 WHERE schedule_id = $2 AND state = 'available'",
+            )
+            .bind(now)
+            .bind(schedule)
+            .execute(&mut *tx)
+            .await?;
         }
+        tx.commit().await?;
         Ok(true)
     }
 

@@ -810,7 +810,9 @@ impl Shared {
     }
 
     /// Queues the schedule's next fire time after the run for `fire_at`; the unique
-    /// `(schedule, fire_at)` index makes a second planner a no-op.
+    /// `(schedule, fire_at)` index makes a second planner a no-op. Whether the schedule is
+    /// still active is read by the insert itself, not taken from `sch` (read before the
+    /// handler ran): a schedule cancelled during its run stops there.
     async fn plan_next(
         &self,
         sch: &Schedule,
@@ -828,7 +830,7 @@ impl Shared {
             return Ok(());
         };
         self.store()
-            .insert(
+            .insert_fire(
                 &crate::store::NewJob {
                     handler: &sch.handler,
                     payload: std::borrow::Cow::Borrowed(&sch.payload),
@@ -841,8 +843,7 @@ impl Shared {
                 },
                 now,
             )
-            .await?;
-        Ok(())
+            .await
     }
 }
 
