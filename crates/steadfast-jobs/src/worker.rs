@@ -339,12 +339,16 @@ async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<(), JobsErr
     Ok(())
 }
 
+/// When the next job is due, near enough for a sleep: the earliest run time among the first
+/// jobs in claim order (an index range, however long the backlog; a later job due sooner is
+/// found by the next poll).
 async fn next_due(store: &Store) -> Result<Option<i64>, JobsError> {
-    Ok(
-        sqlx::query_scalar("SELECT MIN(run_at) FROM steadfast_jobs WHERE state = 'available'")
-            .fetch_one(&store.pool)
-            .await?,
+    Ok(sqlx::query_scalar(
+        "SELECT MIN(run_at) FROM (SELECT run_at FROM steadfast_jobs WHERE state = 'available' \
+         ORDER BY run_at - head_start_ms, id LIMIT 64) d",
     )
+    .fetch_one(&store.bookkeeping)
+    .await?)
 }
 
 /// On PostgreSQL, a task that turns `NOTIFY`s on the schema's channel into wake-ups.
@@ -823,6 +827,10 @@ impl Shared {
             return Ok(());
         }
         let now = self.jobs.now();
+        let (priority, head_start_ms, limit_key) = self
+            .jobs
+            .placement(&sch.handler, &crate::JobOptions::new())
+            .unwrap_or((0, 0, None));
         let Some((next, run_at)) =
             sch.recurrence
                 .plan(fire_at, now, sch.catch_up, sch.max_catch_up)
@@ -840,6 +848,9 @@ impl Shared {
                     ordering_key: None,
                     schedule_id: Some(sch.id),
                     fire_at: Some(next),
+                    priority,
+                    head_start_ms,
+                    limit_key: limit_key.as_deref(),
                 },
                 now,
             )
