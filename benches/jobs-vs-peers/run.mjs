@@ -3,7 +3,8 @@
 //
 // Env: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), SIZES (default
 // 10000,100000), WORKERS (default 1,16), SYSTEMS (default steadfast,graphile-worker,pg-boss),
-// STEADFAST_BIN (the steadfast runner, built by run.sh).
+// STEADFAST_BIN (the steadfast runner, built by run.sh), STEADFAST_BEFORE_BIN (the same runner
+// built from another revision: add `steadfast-before` to SYSTEMS).
 import { spawnSync } from "node:child_process";
 import pg from "pg";
 
@@ -17,6 +18,8 @@ const here = new URL(".", import.meta.url).pathname;
 
 const command = {
   steadfast: [process.env.STEADFAST_BIN],
+  // A build of another revision (say main), for a before/after in the same run.
+  "steadfast-before": [process.env.STEADFAST_BEFORE_BIN],
   "graphile-worker": [node, here + "graphile.mjs"],
   "pg-boss": [node, here + "pgboss.mjs"],
 };
@@ -57,7 +60,7 @@ for (const r of runs) {
       console.error(`${system} ${JSON.stringify(r)} failed (${p.status}):\n${p.stderr}`);
       continue;
     }
-    const res = JSON.parse(line);
+    const res = { ...JSON.parse(line), system };
     results.push(res);
     console.error(JSON.stringify(res));
   }

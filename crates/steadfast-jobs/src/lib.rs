@@ -34,6 +34,7 @@ mod options;
 mod recurrence;
 mod store;
 mod worker;
+mod worker_loop;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::JobsError;
