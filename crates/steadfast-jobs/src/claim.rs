@@ -38,7 +38,8 @@ const KEYS_PER_CLAIM: i64 = 64;
 /// itself, so a stale answer can delay a limited key's jobs by this long, never overrun it.
 const KEYS_CHECK_MS: u64 = 1000;
 
-/// Whether any key has a row, cached per store.
+/// Whether any key has a row (limits or a pause, so that a key resumed by another process is
+/// seen at once), cached per store.
 #[derive(Debug, Default)]
 pub(crate) struct KeysSeen {
     exist: AtomicBool,
@@ -110,7 +111,7 @@ impl Store {
             return Ok(seen.exist.load(Ordering::Relaxed));
         }
         let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM steadfast_keys WHERE paused = 0 LIMIT 1) k",
+            "SELECT COUNT(*) FROM (SELECT 1 FROM steadfast_keys LIMIT 1) k",
         )
         .fetch_one(&self.bookkeeping)
         .await?;
@@ -244,9 +245,10 @@ impl Store {
     }
 }
 
-/// Claims, under the keys' locks, at most each key's room of its due jobs (oldest first by
-/// priority order), `limit` in all. No row locks are needed: only a holder of a key's lock
-/// claims that key's jobs.
+/// Claims, under the keys' locks, at most each key's room of its due jobs (in priority
+/// order), `limit` in all. Each key's candidates are an index range of its own (`LIMIT room`),
+/// so a long backlog costs nothing extra. No row locks are needed: only a holder of a key's
+/// lock claims that key's jobs.
 async fn claim_in_rooms(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     rooms: &[KeyRoom],
@@ -255,22 +257,22 @@ async fn claim_in_rooms(
     now: i64,
     lease_until: i64,
 ) -> Result<Vec<JobRow>, JobsError> {
-    let mut caps = String::new();
+    let mut per_key = String::new();
     for i in 0..rooms.len() {
         if i > 0 {
-            caps.push_str(", ");
+            per_key.push_str(" UNION ALL ");
         }
-        caps.push_str(&format!("(${}, ${})", 5 + 2 * i, 6 + 2 * i));
+        per_key.push_str(&format!(
+            "SELECT * FROM (SELECT j.id, j.run_at - j.head_start_ms AS sort FROM steadfast_jobs j \
+             WHERE j.limit_key = ${} AND j.state = 'available' AND j.run_at <= $3 AND {ORDERING} AND {QUEUE_OPEN} \
+             ORDER BY j.run_at - j.head_start_ms, j.id LIMIT ${}) k{i}",
+            5 + 2 * i,
+            6 + 2 * i
+        ));
     }
     let sql = format!(
-        "WITH caps(key, room) AS (VALUES {caps}) \
-         UPDATE steadfast_jobs SET {CLAIMED} \
-         WHERE state = 'available' AND id IN (SELECT id FROM ( \
-             SELECT j.id, j.run_at - j.head_start_ms AS sort, ROW_NUMBER() OVER ( \
-               PARTITION BY j.limit_key ORDER BY j.run_at - j.head_start_ms, j.id) AS n, c.room \
-             FROM steadfast_jobs j JOIN caps c ON c.key = j.limit_key \
-             WHERE j.state = 'available' AND j.run_at <= $3 AND {ORDERING} AND {QUEUE_OPEN} \
-           ) ranked WHERE n <= room ORDER BY sort, id LIMIT $4) \
+        "UPDATE steadfast_jobs SET {CLAIMED} \
+         WHERE state = 'available' AND id IN (SELECT id FROM ({per_key}) c ORDER BY sort, id LIMIT $4) \
          RETURNING {JOB_COLS}"
     );
     let mut q = sqlx::query(&sql)

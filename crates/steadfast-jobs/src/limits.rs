@@ -28,6 +28,7 @@ pub struct KeyLimits {
     /// Most of the key's jobs running at once, across all workers.
     pub max_running: Option<u32>,
     /// Most starts per window: `(starts, window)`.
+    #[serde(serialize_with = "rate_json")]
     pub rate: Option<(u32, Duration)>,
 }
 
@@ -72,6 +73,12 @@ impl KeyLimits {
         }
         Ok(())
     }
+}
+
+fn rate_json<S: serde::Serializer>(r: &Option<(u32, Duration)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    r.map(|(starts, w)| serde_json::json!({ "starts": starts, "window_ms": w.as_millis() as u64 }))
+        .serialize(s)
 }
 
 /// A key's limits and whether it is paused, as stored.

@@ -362,3 +362,123 @@ async fn an_existing_store_upgrades(db: Db) {
     );
     assert_eq!(*log.lock().unwrap(), ["old"]);
 }
+
+#[cfg(feature = "cli")]
+mod cli {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        jobs: steadfast_jobs::cli::JobsArgs,
+    }
+
+    async fn run(args: &[&str]) -> Result<String, String> {
+        let cli = Cli::try_parse_from(std::iter::once("jobs").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        steadfast_jobs::cli::run(cli.jobs, &mut out)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn limits_pause_resume_from_the_command_line() {
+        let db = Db::sqlite();
+        let clock = ManualClock::at(t0());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let jobs = recording(&db, &clock, log.clone()).await;
+        jobs.queue("rec", &"a", JobOptions::new().limit_key("openai"))
+            .await
+            .unwrap();
+        let url = db.url.as_str();
+        assert_eq!(
+            run(&[
+                "--db",
+                url,
+                "set-limits",
+                "openai",
+                "--max-running",
+                "4",
+                "--rate",
+                "60/1m"
+            ])
+            .await
+            .unwrap(),
+            "limits of openai set\n"
+        );
+        assert_eq!(
+            run(&["--db", url, "pause", "--key", "openai"])
+                .await
+                .unwrap(),
+            "key openai paused\n"
+        );
+        assert_eq!(
+            run(&["--db", url, "pause", "--queue", "rec"])
+                .await
+                .unwrap(),
+            "queue rec paused\n"
+        );
+        let table = run(&["--db", url, "limits"]).await.unwrap();
+        assert!(table.contains("openai"), "{table}");
+        assert!(
+            table.lines().any(|l| l.starts_with("openai")
+                && l.contains("paused")
+                && l.contains(" 4 ")
+                && l.contains("60/1m")
+                && l.trim_end().ends_with('1')),
+            "{table}"
+        );
+        assert!(table.contains("queue rec paused"), "{table}");
+        let w = jobs.worker(WorkerConfig::new());
+        assert_eq!(
+            w.run_once().await.unwrap(),
+            0,
+            "paused from the command line"
+        );
+        assert_eq!(
+            run(&["--db", url, "resume", "--queue", "rec"])
+                .await
+                .unwrap(),
+            "queue rec resumed\n"
+        );
+        assert_eq!(w.run_once().await.unwrap(), 0, "the key is still paused");
+        assert_eq!(
+            run(&["--db", url, "resume", "--key", "openai"])
+                .await
+                .unwrap(),
+            "key openai resumed\n"
+        );
+        assert_eq!(
+            run(&["--db", url, "resume", "--key", "openai"])
+                .await
+                .unwrap(),
+            "key openai was not paused\n"
+        );
+        assert_eq!(w.run_once().await.unwrap(), 1);
+        let json = run(&["--db", url, "--json", "limits"]).await.unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["keys"][0]["limits"]["rate"]["window_ms"], 60_000);
+        assert!(
+            run(&["--db", url, "pause"])
+                .await
+                .unwrap_err()
+                .contains("--key"),
+            "a target is required"
+        );
+        assert!(
+            run(&["--db", url, "set-limits", "k", "--rate", "ten/1s"])
+                .await
+                .unwrap_err()
+                .contains("rate must start with a whole number")
+        );
+        assert!(
+            run(&["--db", url, "set-limits", "k", "--max-running", "0"])
+                .await
+                .unwrap_err()
+                .contains("invalid max_running: be >= 1")
+        );
+    }
+}

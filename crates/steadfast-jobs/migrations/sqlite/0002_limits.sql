@@ -10,6 +10,9 @@ ALTER TABLE steadfast_jobs ADD COLUMN limit_key TEXT;
 
 DROP INDEX steadfast_jobs_due;
 CREATE INDEX steadfast_jobs_due ON steadfast_jobs ((run_at - head_start_ms), id) WHERE state = 'available';
+-- A limited key's next jobs, in claim order (the limited claim reads a few per key).
+CREATE INDEX steadfast_jobs_key_due ON steadfast_jobs (limit_key, (run_at - head_start_ms), id)
+    WHERE state = 'available' AND limit_key IS NOT NULL;
 -- How many of a key's jobs are running, counted by the claim under the key's row lock.
 CREATE INDEX steadfast_jobs_running_key ON steadfast_jobs (limit_key)
     WHERE state = 'running' AND limit_key IS NOT NULL;
