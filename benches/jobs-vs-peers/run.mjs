@@ -10,6 +10,7 @@ import pg from "pg";
 
 const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const sizes = (process.env.SIZES ?? "10000,100000").split(",").map(Number);
+// SQLite (SYSTEMS=steadfast only): DATABASE_URL=sqlite:///tmp/bench.db.
 const workers = (process.env.WORKERS ?? "1,16").split(",").map(Number);
 const systems = (process.env.SYSTEMS ?? "steadfast,graphile-worker,pg-boss").split(",");
 const scenarios = (process.env.SCENARIOS ?? "burn,steady,idle").split(",");
@@ -25,6 +26,13 @@ const command = {
 };
 
 async function resetSchemas() {
+  if (url.startsWith("sqlite:")) {
+    // steadfast alone (the peers are PostgreSQL-only): a fresh file per run.
+    const fs = await import("node:fs");
+    const path = url.replace(/^sqlite:\/\//, "").split("?")[0];
+    for (const f of [path, `${path}-wal`, `${path}-shm`]) fs.rmSync(f, { force: true });
+    return;
+  }
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   for (const s of ["bench_steadfast", "bench_graphile", "bench_pgboss"]) {

@@ -1,8 +1,8 @@
 //! The steadfast side of `benches/jobs-vs-peers` (run it through `run.sh` there): the same
 //! scenarios as its graphile-worker and pg-boss runners, one JSON line on stdout.
 //!
-//! `--scenario=burn|steady|idle --jobs=N --workers=W --enqueue=single|bulk`, PostgreSQL from
-//! `DATABASE_URL`, tables in the schema `bench_steadfast`.
+//! `--scenario=burn|steady|idle --jobs=N --workers=W --enqueue=single|bulk`, the store from
+//! `DATABASE_URL` (PostgreSQL, tables in the schema `bench_steadfast`; or `sqlite://path`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -127,14 +127,21 @@ async fn main() {
                 Ok::<(), ErrorClass>(())
             }
         }))
-        .connect_with(
+        .connect_with(if url.starts_with("sqlite") {
+            StoreOptions::new(url).max_connections(8)
+        } else {
             StoreOptions::new(url)
                 .schema("bench_steadfast")
-                .max_connections(20),
-        )
+                .max_connections(20)
+        })
         .await
         .expect("connect");
-    let worker = jobs.worker(WorkerConfig::new().concurrency(c.workers));
+    // Up to 64 claimed jobs kept at hand (pg-boss runs with batches of 50 in this benchmark).
+    let worker = jobs.worker(
+        WorkerConfig::new()
+            .concurrency(c.workers)
+            .prefetch(c.workers.max(64)),
+    );
     let all = tracker.all.notified();
     tokio::pin!(all);
     all.as_mut().enable();

@@ -110,11 +110,10 @@ impl Store {
         if checked != 0 && now.saturating_sub(checked - 1) < KEYS_CHECK_MS {
             return Ok(seen.exist.load(Ordering::Relaxed));
         }
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM steadfast_keys LIMIT 1) k",
-        )
-        .fetch_one(&self.bookkeeping)
-        .await?;
+        let n: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM (SELECT 1 FROM steadfast_keys LIMIT 1) k")
+                .fetch_one(&self.bookkeeping)
+                .await?;
         seen.exist.store(n > 0, Ordering::Relaxed);
         seen.checked.store(now + 1, Ordering::Relaxed);
         Ok(n > 0)

@@ -66,7 +66,12 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
             });
         }
         let free = slots.available_permits();
-        let want = (free + s.config.prefetch).saturating_sub(buffer.len());
+        // Refill once the buffer is down to half: one claim per half-buffer, not per job.
+        let want = if buffer.len() <= s.config.prefetch / 2 {
+            (free + s.config.prefetch).saturating_sub(buffer.len())
+        } else {
+            0
+        };
         // Register for wake-ups before looking, so a job queued meanwhile is not missed.
         let notified = wake.notified();
         tokio::pin!(notified);
