@@ -136,11 +136,15 @@ async fn main() {
         })
         .await
         .expect("connect");
-    // Up to 64 claimed jobs kept at hand (pg-boss runs with batches of 50 in this benchmark).
+    // Up to 64 claimed jobs kept at hand (pg-boss runs with batches of 50 in this benchmark);
+    // the default is 0.
     let worker = jobs.worker(
-        WorkerConfig::new()
-            .concurrency(c.workers)
-            .prefetch(c.workers.max(64)),
+        WorkerConfig::new().concurrency(c.workers).prefetch(
+            std::env::var("PREFETCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(c.workers.max(64)),
+        ),
     );
     let all = tracker.all.notified();
     tokio::pin!(all);

@@ -48,8 +48,9 @@ pub struct WorkerConfig {
     /// spending an attempt (default 250 ms).
     pub busy_delay: Duration,
     /// Jobs claimed beyond the free slots, kept at hand so the next one starts the moment a
-    /// slot frees (default: the concurrency; 0 claims only for free slots). A kept job that
-    /// waits half its lease is given back unrun.
+    /// slot frees (default 0: claim only for free slots). A kept job counts as running (for
+    /// limits, and it can no longer be cancelled); one that waits half its lease is given back
+    /// unrun. Worth it for many short jobs: one claim per half-buffer instead of per job.
     pub prefetch: usize,
     /// This worker's name in `locked_by` (default: host-independent random id with the pid).
     pub id: Option<String>,
@@ -65,7 +66,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_secs(1),
             grace: Duration::from_secs(10),
             busy_delay: Duration::from_millis(250),
-            prefetch: 8,
+            prefetch: 0,
             id: None,
             seed: None,
         }
@@ -77,14 +78,12 @@ impl WorkerConfig {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets the concurrency (and the prefetch to match).
+    /// Sets the concurrency.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
-        self.prefetch = n;
         self
     }
-    /// Sets how many claimed jobs are kept at hand beyond the free slots (after
-    /// [`concurrency`](Self::concurrency), which resets it).
+    /// Sets how many claimed jobs are kept at hand beyond the free slots.
     pub fn prefetch(mut self, n: usize) -> Self {
         self.prefetch = n;
         self
