@@ -1,5 +1,6 @@
 //! The `jobs` command line: `--db URL list | show ID | dead | requeue ID | purge --older-than
-//! 7d | stats`. The `steadfast` binary mounts it as `steadfast jobs`.
+//! 7d | stats | limits | set-limits KEY | pause | resume`. The `steadfast` binary mounts it as
+//! `steadfast jobs`.
 
 use std::io::Write;
 use std::time::Duration;
@@ -61,6 +62,48 @@ pub enum JobsCommand {
     },
     /// Counts by state and the queue's lag.
     Stats,
+    /// Keys with limits or paused (with their running and waiting jobs), and paused queues.
+    Limits,
+    /// Set a key's limits for every worker sharing the store.
+    SetLimits {
+        /// The key (tenant, provider, tool).
+        key: String,
+        /// At most this many of its jobs running at once.
+        #[arg(long)]
+        max_running: Option<u32>,
+        /// At most this many starts per window: `N/DURATION`, e.g. `60/1m`.
+        #[arg(long, value_parser = parse_rate)]
+        rate: Option<(u32, Duration)>,
+    },
+    /// Stop starting a key's jobs, or a queue's (running ones finish).
+    Pause(Target),
+    /// Start a paused key's or queue's jobs again.
+    Resume(Target),
+}
+
+/// What `pause` and `resume` act on: one key or one queue.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct Target {
+    /// A key (tenant, provider, tool).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// A queue: every job of this handler.
+    #[arg(long)]
+    pub queue: Option<String>,
+}
+
+fn parse_rate(s: &str) -> Result<(u32, Duration), String> {
+    let (n, per) = s
+        .split_once('/')
+        .ok_or_else(|| format!("rate must be N/DURATION, e.g. 60/1m (got {s:?})"))?;
+    let n = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("rate must start with a whole number of starts (got {n:?})"))?;
+    let per = humantime::parse_duration(per.trim())
+        .map_err(|e| format!("rate's window must be a duration like 1s or 1m ({e})"))?;
+    Ok((n, per))
 }
 
 fn parse_state(s: &str) -> Result<JobState, String> {
@@ -180,8 +223,84 @@ pub async fn run(args: JobsArgs, out: &mut dyn Write) -> Result<(), Box<dyn std:
                 }
             }
         }
+        JobsCommand::Limits => print_limits(out, &jobs, json).await?,
+        JobsCommand::SetLimits {
+            key,
+            max_running,
+            rate,
+        } => {
+            let mut limits = crate::KeyLimits::new();
+            limits.max_running = max_running;
+            limits.rate = rate;
+            jobs.set_limits(&key, limits).await?;
+            writeln!(out, "limits of {key} set")?;
+        }
+        JobsCommand::Pause(t) => match (t.key, t.queue) {
+            (Some(k), _) => {
+                jobs.pause_key(&k).await?;
+                writeln!(out, "key {k} paused")?;
+            }
+            (None, Some(q)) => {
+                jobs.pause_queue(&q).await?;
+                writeln!(out, "queue {q} paused")?;
+            }
+            (None, None) => return Err("pause needs --key or --queue".into()),
+        },
+        JobsCommand::Resume(t) => {
+            let (what, was) = match (t.key, t.queue) {
+                (Some(k), _) => (format!("key {k}"), jobs.resume_key(&k).await?),
+                (None, Some(q)) => (format!("queue {q}"), jobs.resume_queue(&q).await?),
+                (None, None) => return Err("resume needs --key or --queue".into()),
+            };
+            if was {
+                writeln!(out, "{what} resumed")?;
+            } else {
+                writeln!(out, "{what} was not paused")?;
+            }
+        }
     }
     jobs.store().close().await;
+    Ok(())
+}
+
+async fn print_limits(
+    out: &mut dyn Write,
+    jobs: &Jobs,
+    json: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let keys = jobs.keys().await?;
+    let queues = jobs.queues().await?;
+    if json {
+        let v = serde_json::json!({ "keys": keys, "paused_queues": queues });
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<32} {:<8} {:>11} {:<16} {:>8} {:>8}",
+        "key", "state", "max running", "rate", "running", "waiting"
+    )?;
+    for k in &keys {
+        let max = k
+            .limits
+            .max_running
+            .map_or_else(|| "-".to_owned(), |n| n.to_string());
+        let rate = k.limits.rate.map_or_else(
+            || "-".to_owned(),
+            |(n, per)| format!("{n}/{}", humantime::format_duration(per)),
+        );
+        writeln!(
+            out,
+            "{:<32} {:<8} {max:>11} {rate:<16} {:>8} {:>8}",
+            k.key,
+            if k.paused { "paused" } else { "active" },
+            k.running,
+            k.waiting
+        )?;
+    }
+    for q in &queues {
+        writeln!(out, "queue {} paused", q.handler)?;
+    }
     Ok(())
 }
 

@@ -38,7 +38,9 @@ impl std::fmt::Debug for Item {
 impl Completer {
     /// Spawns the writer; it stops when the completer is dropped.
     pub(crate) fn spawn(store: Store, worker: String, clock: Arc<dyn Clock>, cap: usize) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Item>(cap.max(1));
+        // Room for a full batch whatever the concurrency: with one slot per worker slot, a worker
+        // of concurrency 1 waited for each completion's round trip before its next job.
+        let (tx, mut rx) = mpsc::channel::<Item>(cap.max(MAX_BATCH));
         tokio::spawn(async move {
             while let Some(first) = rx.recv().await {
                 let mut batch = vec![first];

@@ -70,6 +70,8 @@ pub struct Registered {
     pub(crate) name: String,
     pub(crate) retry: RetryPolicyBuilder,
     pub(crate) dependency: Option<String>,
+    pub(crate) limit_key: Option<String>,
+    pub(crate) priority: i32,
     pub(crate) run: Arc<RunFn>,
 }
 
@@ -110,6 +112,8 @@ pub struct Handler<P, E, F> {
     f: F,
     retry: RetryPolicyBuilder,
     dependency: Option<String>,
+    limit_key: Option<String>,
+    priority: i32,
     classify: Option<Classifier<E>>,
     should_retry: Option<ShouldRetry<E>>,
     _p: PhantomData<fn(P)>,
@@ -128,6 +132,8 @@ where
         f,
         retry: RetryPolicyBuilder::default(),
         dependency: None,
+        limit_key: None,
+        priority: 0,
         classify: None,
         should_retry: None,
         _p: PhantomData,
@@ -152,6 +158,20 @@ where
     /// limit are shared by every handler that names it.
     pub fn dependency(mut self, name: impl Into<String>) -> Self {
         self.dependency = Some(name.into());
+        self
+    }
+
+    /// The default key of this handler's jobs (a job's own
+    /// [`JobOptions::limit_key`](crate::JobOptions::limit_key) wins): its limits and pause
+    /// apply across every worker sharing the store.
+    pub fn limit_key(mut self, key: impl Into<String>) -> Self {
+        self.limit_key = Some(key.into());
+        self
+    }
+
+    /// The default priority of this handler's jobs (-1000 to 1000; higher runs first).
+    pub fn priority(mut self, p: i32) -> Self {
+        self.priority = p;
         self
     }
 
@@ -180,6 +200,8 @@ where
             f,
             retry,
             dependency,
+            limit_key,
+            priority,
             classify,
             should_retry,
             _p,
@@ -225,6 +247,8 @@ where
             name,
             retry,
             dependency,
+            limit_key,
+            priority,
             run: Arc::new(run),
         }
     }

@@ -91,6 +91,10 @@ pub struct Job {
     pub updated_at: DateTime<Utc>,
     /// When it reached done, dead or cancelled.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Its priority (higher runs first; aging keeps lower ones from starving).
+    pub priority: i32,
+    /// The key whose limits it runs under.
+    pub limit_key: Option<String>,
 }
 
 impl Job {

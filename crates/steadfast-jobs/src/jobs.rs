@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     pub(crate) on_dead: Option<OnDead>,
     /// Wakes this process's idle workers when it queues a job itself.
     pub(crate) wake: Arc<Notify>,
+    /// What one step of priority is worth in waiting, in milliseconds.
+    pub(crate) aging_ms: i64,
 }
 
 /// Queues, schedules and inspects durable jobs; cheap to clone.
@@ -87,6 +89,7 @@ pub struct JobsBuilder {
     dependencies: HashMap<String, DependencyOptions>,
     clock: Option<Arc<dyn Clock>>,
     on_dead: Option<OnDead>,
+    aging: Option<Duration>,
 }
 
 impl std::fmt::Debug for JobsBuilder {
@@ -121,6 +124,14 @@ impl JobsBuilder {
         self
     }
 
+    /// What one step of priority is worth in waiting (default 10 s): a job of priority 0
+    /// that has been due 20 s longer than one of priority 2 goes first, so low priorities are
+    /// delayed, never starved. Give every process sharing a store the same value.
+    pub fn priority_aging(mut self, step: Duration) -> Self {
+        self.aging = Some(step);
+        self
+    }
+
     /// Called once for each job that becomes a dead letter.
     pub fn on_dead(mut self, f: impl Fn(&Job) + Send + Sync + 'static) -> Self {
         self.on_dead = Some(Arc::new(f));
@@ -143,6 +154,19 @@ impl JobsBuilder {
                 return Err(JobsError::invalid("handler", "names be unique"));
             }
         }
+        let aging = self.aging.unwrap_or(Duration::from_secs(10));
+        if aging < Duration::from_millis(1) || aging > Duration::from_secs(86_400) {
+            return Err(JobsError::invalid(
+                "priority_aging",
+                format!("be 1ms to 1 day (got {aging:?})"),
+            ));
+        }
+        for h in handlers.values() {
+            check_priority(h.priority)?;
+            if let Some(k) = &h.limit_key {
+                check_key(k)?;
+            }
+        }
         let guards = Guards::new(&self.dependencies)?;
         let store = Store::connect(opts).await?;
         Ok(Jobs {
@@ -154,6 +178,7 @@ impl JobsBuilder {
                 guards,
                 on_dead: self.on_dead,
                 wake: Arc::new(Notify::new()),
+                aging_ms: duration_ms(aging),
             }),
         })
     }
@@ -216,6 +241,7 @@ impl Jobs {
     ) -> Result<JobId, JobsError> {
         let policy = self.policy_json(handler, &opts.retry)?;
         let payload = serde_json::to_string(payload)?;
+        let (priority, head_start_ms, limit_key) = self.placement(handler, opts)?;
         let id = self
             .inner
             .store
@@ -229,6 +255,9 @@ impl Jobs {
                     ordering_key: opts.ordering_key.as_deref(),
                     schedule_id: schedule.map(|s| s.0),
                     fire_at: schedule.map(|s| s.1),
+                    priority,
+                    head_start_ms,
+                    limit_key: limit_key.as_deref(),
                 },
                 self.now(),
             )
@@ -239,7 +268,28 @@ impl Jobs {
         Ok(id)
     }
 
-    /// Queues many jobs of one handler with default options, in a few statements.
+    /// A job's priority, head start and key: its options, else its handler's defaults.
+    pub(crate) fn placement(
+        &self,
+        handler: &str,
+        opts: &JobOptions,
+    ) -> Result<(i64, i64, Option<String>), JobsError> {
+        let h = self.inner.handlers.get(handler);
+        let priority = opts.priority.unwrap_or_else(|| h.map_or(0, |h| h.priority));
+        check_priority(priority)?;
+        let key = opts
+            .limit_key
+            .clone()
+            .or_else(|| h.and_then(|h| h.limit_key.clone()));
+        if let Some(k) = &key {
+            check_key(k)?;
+        }
+        let priority = i64::from(priority);
+        Ok((priority, priority * self.inner.aging_ms, key))
+    }
+
+    /// Queues many jobs of one handler with its default options (priority, key), a few
+    /// statements per thousand jobs.
     pub async fn queue_many<P: Serialize>(
         &self,
         handler: &str,
@@ -250,10 +300,25 @@ impl Jobs {
             .into_iter()
             .map(|p| serde_json::to_string(&p))
             .collect::<Result<Vec<_>, _>>()?;
+        let (priority, head_start_ms, limit_key) = self.placement(handler, &JobOptions::new())?;
+        let now = self.now();
+        let common = NewJob {
+            handler,
+            payload: Cow::Borrowed(""),
+            policy: Cow::Borrowed(&policy),
+            run_at: now,
+            unique_key: None,
+            ordering_key: None,
+            schedule_id: None,
+            fire_at: None,
+            priority,
+            head_start_ms,
+            limit_key: limit_key.as_deref(),
+        };
         let ids = self
             .inner
             .store
-            .insert_many(handler, &policy, &payloads, self.now())
+            .insert_many(&common, &payloads, now)
             .await?;
         metrics::counter!("steadfast_jobs_queued_total", "handler" => handler.to_owned())
             .increment(ids.len() as u64);
@@ -359,13 +424,17 @@ impl Jobs {
         .await
     }
 
-    /// Stops a recurring schedule and cancels its pending run. False when it was not active.
+    /// Stops a recurring schedule and cancels its pending run; a run in progress finishes
+    /// but plans no further fire time. False when it was not active.
     pub async fn cancel_schedule(&self, schedule_id: i64) -> Result<bool, JobsError> {
-        let pool = &self.inner.store.pool;
+        // One transaction: the schedule's row lock is held until its pending jobs are
+        // cancelled, so a run planning its next fire time concurrently (which share-locks the
+        // row) either sees it inactive or has its job cancelled here.
+        let mut tx = self.inner.store.pool.begin().await?;
         let done =
             sqlx::query("UPDATE steadfast_schedules SET active = 0 WHERE id = $1 AND active = 1")
                 .bind(schedule_id)
-                .execute(pool)
+                .execute(&mut *tx)
                 .await?;
         sqlx::query(
             "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
@@ -373,8 +442,9 @@ impl Jobs {
         )
         .bind(self.now())
         .bind(schedule_id)
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -427,6 +497,26 @@ impl Jobs {
     pub fn worker(&self, config: WorkerConfig) -> Worker {
         Worker::new(self.clone(), config)
     }
+}
+
+fn check_priority(p: i32) -> Result<(), JobsError> {
+    if !(-1000..=1000).contains(&p) {
+        return Err(JobsError::invalid(
+            "priority",
+            format!("be -1000 to 1000 (got {p})"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_key(key: &str) -> Result<(), JobsError> {
+    if key.is_empty() || key.len() > 200 {
+        return Err(JobsError::invalid(
+            "limit_key",
+            format!("be 1 to 200 bytes (got {})", key.len()),
+        ));
+    }
+    Ok(())
 }
 
 fn check_name(handler: &str) -> Result<(), JobsError> {

@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+mod claim;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod clock;
@@ -28,10 +29,12 @@ mod guards;
 mod handler;
 mod job;
 mod jobs;
+mod limits;
 mod options;
 mod recurrence;
 mod store;
 mod worker;
+mod worker_loop;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::JobsError;
@@ -39,6 +42,7 @@ pub use guards::DependencyOptions;
 pub use handler::{Handler, JobContext, Registered, handler};
 pub use job::{Job, JobId, JobState, idempotency_key_for};
 pub use jobs::{Jobs, JobsBuilder};
+pub use limits::{KeyLimits, KeyStatus, QueueStatus};
 pub use options::{CatchUp, JobOptions, ScheduleOptions, When};
 pub use store::{Backend, Stats, Store, StoreOptions};
 pub use worker::{Worker, WorkerConfig, WorkerHandle};

@@ -27,6 +27,13 @@ pub struct JobOptions {
     /// Jobs with the same key run one at a time, in the order they were queued; a retrying
     /// head holds back only its own key.
     pub ordering_key: Option<String>,
+    /// Higher runs first (-1000 to 1000; the handler's default, else 0). Each step is worth
+    /// the store's aging step of waiting ([`JobsBuilder::priority_aging`](crate::JobsBuilder::priority_aging)),
+    /// so lower priorities are delayed, never starved.
+    pub priority: Option<i32>,
+    /// The key (tenant, provider, tool) whose limits and pause apply
+    /// ([`Jobs::set_limits`](crate::Jobs::set_limits)); the handler's default when `None`.
+    pub limit_key: Option<String>,
 }
 
 impl JobOptions {
@@ -50,6 +57,18 @@ impl JobOptions {
     /// FIFO per key.
     pub fn ordering_key(mut self, key: impl Into<String>) -> Self {
         self.ordering_key = Some(key.into());
+        self
+    }
+
+    /// Priority: higher runs first (-1000 to 1000).
+    pub fn priority(mut self, p: i32) -> Self {
+        self.priority = Some(p);
+        self
+    }
+
+    /// Runs under this key's limits.
+    pub fn limit_key(mut self, key: impl Into<String>) -> Self {
+        self.limit_key = Some(key.into());
         self
     }
 }

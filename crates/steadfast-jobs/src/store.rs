@@ -91,27 +91,48 @@ pub struct Store {
     pub(crate) backend: Backend,
     pub(crate) schema: Option<String>,
     pub(crate) url: String,
+    /// Whether any key has limits (see `claim`), cached.
+    pub(crate) keys_seen: std::sync::Arc<crate::claim::KeysSeen>,
 }
 
 pub(crate) const JOB_COLS: &str = "id, handler, payload, policy, state, attempts, run_at, \
     first_attempt_at, last_delay_ms, lease_until, locked_by, last_error, last_error_code, unique_key, \
-    ordering_key, schedule_id, fire_at, created_at, updated_at, finished_at";
+    ordering_key, schedule_id, fire_at, created_at, updated_at, finished_at, priority, limit_key";
 
 static DRIVERS: Once = Once::new();
 
 fn migrator(backend: Backend) -> Migrator {
-    let sql = match backend {
-        Backend::Sqlite => include_str!("../migrations/sqlite/0001_jobs.sql"),
-        Backend::Postgres => include_str!("../migrations/postgres/0001_jobs.sql"),
+    let sql: [(&str, &'static str); 2] = match backend {
+        Backend::Sqlite => [
+            ("jobs", include_str!("../migrations/sqlite/0001_jobs.sql")),
+            (
+                "limits",
+                include_str!("../migrations/sqlite/0002_limits.sql"),
+            ),
+        ],
+        Backend::Postgres => [
+            ("jobs", include_str!("../migrations/postgres/0001_jobs.sql")),
+            (
+                "limits",
+                include_str!("../migrations/postgres/0002_limits.sql"),
+            ),
+        ],
     };
+    let migrations = sql
+        .into_iter()
+        .zip(1..)
+        .map(|((name, sql), version)| {
+            Migration::new(
+                version,
+                Cow::Borrowed(name),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                false,
+            )
+        })
+        .collect();
     Migrator {
-        migrations: Cow::Owned(vec![Migration::new(
-            1,
-            Cow::Borrowed("jobs"),
-            MigrationType::Simple,
-            Cow::Borrowed(sql),
-            false,
-        )]),
+        migrations: Cow::Owned(migrations),
         ..Migrator::DEFAULT
     }
 }
@@ -211,6 +232,7 @@ impl Store {
             backend,
             schema: opts.schema,
             url,
+            keys_seen: Default::default(),
         })
     }
 
@@ -255,8 +277,8 @@ impl Store {
         for _ in 0..3 {
             let row = sqlx::query(
                 "INSERT INTO steadfast_jobs (handler, payload, policy, state, run_at, unique_key, \
-                 ordering_key, schedule_id, fire_at, created_at, updated_at) \
-                 VALUES ($1, $2, $3, 'available', $4, $5, $6, $7, $8, $9, $9) \
+                 ordering_key, schedule_id, fire_at, created_at, updated_at, priority, head_start_ms, limit_key) \
+                 VALUES ($1, $2, $3, 'available', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12) \
                  ON CONFLICT DO NOTHING RETURNING id",
             )
             .bind(new.handler)
@@ -268,6 +290,9 @@ impl Store {
             .bind(new.schedule_id)
             .bind(new.fire_at)
             .bind(now)
+            .bind(new.priority)
+            .bind(new.head_start_ms)
+            .bind(new.limit_key)
             .fetch_optional(&self.pool)
             .await?;
             if let Some(row) = row {
@@ -300,27 +325,71 @@ impl Store {
         ))
     }
 
-    /// Inserts many jobs in one statement per chunk (no dedup keys).
+    /// Queues a schedule's next fire time, only while the schedule is active. The check and
+    /// the insert are one statement, and on PostgreSQL the schedule row is share-locked, so a
+    /// concurrent [`cancel_schedule`](crate::Jobs::cancel_schedule) either comes first (nothing
+    /// is queued) or waits for this insert and then cancels the job it queued.
+    pub(crate) async fn insert_fire(&self, new: &NewJob<'_>, now: i64) -> Result<(), JobsError> {
+        let lock = match self.backend {
+            Backend::Postgres => " FOR SHARE",
+            Backend::Sqlite => "",
+        };
+        let sql = format!(
+            "INSERT INTO steadfast_jobs (handler, payload, policy, state, run_at, schedule_id, fire_at, \
+             created_at, updated_at, priority, head_start_ms, limit_key) \
+             SELECT $1, $2, $3, 'available', $4, $5, $6, $7, $7, $8, $9, $10 \
+             WHERE EXISTS (SELECT 1 FROM steadfast_schedules WHERE id = $5 AND active = 1{lock}) \
+             ON CONFLICT DO NOTHING"
+        );
+        sqlx::query(&sql)
+            .bind(new.handler)
+            .bind(new.payload.as_ref())
+            .bind(new.policy.as_ref())
+            .bind(new.run_at)
+            .bind(new.schedule_id)
+            .bind(new.fire_at)
+            .bind(now)
+            .bind(new.priority)
+            .bind(new.head_start_ms)
+            .bind(new.limit_key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Inserts many jobs in one statement per chunk (no dedup keys); what they share is bound
+    /// once per statement.
     pub(crate) async fn insert_many(
         &self,
-        handler: &str,
-        policy: &str,
+        common: &NewJob<'_>,
         payloads: &[String],
         now: i64,
     ) -> Result<Vec<JobId>, JobsError> {
         let mut ids = Vec::with_capacity(payloads.len());
-        for chunk in payloads.chunks(500) {
-            let mut sql = String::from(
-                "INSERT INTO steadfast_jobs (handler, payload, policy, state, run_at, created_at, updated_at) VALUES ",
+        for chunk in payloads.chunks(1000) {
+            let mut sql = String::with_capacity(160 + chunk.len() * 48);
+            sql.push_str(
+                "INSERT INTO steadfast_jobs (handler, payload, policy, state, run_at, created_at, updated_at, \
+                 priority, head_start_ms, limit_key) VALUES ",
             );
             for i in 0..chunk.len() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
-                sql.push_str(&format!("($1, ${}, $2, 'available', $3, $3, $3)", i + 4));
+                sql.push_str(&format!(
+                    "($1, ${}, $2, 'available', $3, $4, $4, $5, $6, $7)",
+                    i + 8
+                ));
             }
             sql.push_str(" RETURNING id");
-            let mut q = sqlx::query(&sql).bind(handler).bind(policy).bind(now);
+            let mut q = sqlx::query(&sql)
+                .bind(common.handler)
+                .bind(common.policy.as_ref())
+                .bind(common.run_at)
+                .bind(now)
+                .bind(common.priority)
+                .bind(common.head_start_ms)
+                .bind(common.limit_key);
             for p in chunk {
                 q = q.bind(p.as_str());
             }
@@ -329,38 +398,6 @@ impl Store {
             }
         }
         Ok(ids)
-    }
-
-    /// Claims up to `limit` due jobs for `worker`, spending an attempt on each.
-    pub(crate) async fn claim(
-        &self,
-        worker: &str,
-        limit: i64,
-        now: i64,
-        lease_until: i64,
-    ) -> Result<Vec<JobRow>, JobsError> {
-        let lock = match self.backend {
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
-        };
-        // A job with an ordering key runs only as the oldest unfinished job of its key.
-        let sql = format!(
-            "UPDATE steadfast_jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, \
-             lease_until = $2, first_attempt_at = COALESCE(first_attempt_at, $3), updated_at = $3 \
-             WHERE id IN (SELECT j.id FROM steadfast_jobs j WHERE j.state = 'available' AND j.run_at <= $3 \
-               AND (j.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM steadfast_jobs h \
-                 WHERE h.ordering_key = j.ordering_key AND h.state IN ('available', 'running') AND h.id < j.id)) \
-               ORDER BY j.run_at, j.id LIMIT $4{lock}) \
-             RETURNING {JOB_COLS}"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(worker)
-            .bind(lease_until)
-            .bind(now)
-            .bind(limit)
-            .fetch_all(&self.bookkeeping)
-            .await?;
-        rows.iter().map(JobRow::from_row).collect()
     }
 
     /// Makes jobs whose lease ran out claimable again (their attempt stays spent).
@@ -492,21 +529,33 @@ impl Store {
     /// Cancels a job that has not started (queued, scheduled or in backoff); a job of a
     /// recurring schedule cancels the schedule too. False when there was nothing to cancel.
     pub async fn cancel(&self, id: JobId, now: i64) -> Result<bool, JobsError> {
+        let mut tx = self.pool.begin().await?;
         let row = sqlx::query(
             "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
              WHERE id = $2 AND state = 'available' RETURNING schedule_id",
         )
         .bind(now)
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else { return Ok(false) };
         if let Some(schedule) = row.try_get::<Option<i64>, _>(0)? {
+            // As `Jobs::cancel_schedule`: a fire time a running job of this schedule planned
+            // meanwhile is cancelled too.
             sqlx::query("UPDATE steadfast_schedules SET active = 0 WHERE id = $1")
                 .bind(schedule)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
+            sqlx::query(
+                "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
+                 WHERE schedule_id = $2 AND state = 'available'",
+            )
+            .bind(now)
+            .bind(schedule)
+            .execute(&mut *tx)
+            .await?;
         }
+        tx.commit().await?;
         Ok(true)
     }
 
@@ -628,6 +677,9 @@ pub(crate) struct NewJob<'a> {
     pub ordering_key: Option<&'a str>,
     pub schedule_id: Option<i64>,
     pub fire_at: Option<i64>,
+    pub priority: i64,
+    pub head_start_ms: i64,
+    pub limit_key: Option<&'a str>,
 }
 
 /// Which attempt of which job a worker holds.
@@ -680,6 +732,8 @@ pub(crate) struct JobRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub finished_at: Option<i64>,
+    pub priority: i64,
+    pub limit_key: Option<String>,
 }
 
 impl JobRow {
@@ -703,6 +757,8 @@ impl JobRow {
             created_at: r.try_get("created_at")?,
             updated_at: r.try_get("updated_at")?,
             finished_at: r.try_get("finished_at")?,
+            priority: r.try_get("priority")?,
+            limit_key: r.try_get("limit_key")?,
         })
     }
 
@@ -728,6 +784,8 @@ impl JobRow {
             created_at: from_ms(self.created_at),
             updated_at: from_ms(self.updated_at),
             finished_at: opt_time(self.finished_at),
+            priority: i32::try_from(self.priority).unwrap_or(0),
+            limit_key: self.limit_key.clone(),
         }
     }
 }

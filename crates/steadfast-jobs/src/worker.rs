@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use steadfast::{ErrorClass, ErrorCode, RetryPolicy, Rng, sanitize};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -48,6 +47,11 @@ pub struct WorkerConfig {
     /// When the dependency's concurrency limit is full, the job waits this long, without
     /// spending an attempt (default 250 ms).
     pub busy_delay: Duration,
+    /// Jobs claimed beyond the free slots, kept at hand so the next one starts the moment a
+    /// slot frees (default 0: claim only for free slots). A kept job counts as running (for
+    /// limits, and it can no longer be cancelled); one that waits half its lease is given back
+    /// unrun. Worth it for many short jobs: one claim per half-buffer instead of per job.
+    pub prefetch: usize,
     /// This worker's name in `locked_by` (default: host-independent random id with the pid).
     pub id: Option<String>,
     /// Seed of the jitter's random source (random when `None`).
@@ -62,6 +66,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_secs(1),
             grace: Duration::from_secs(10),
             busy_delay: Duration::from_millis(250),
+            prefetch: 0,
             id: None,
             seed: None,
         }
@@ -76,6 +81,11 @@ impl WorkerConfig {
     /// Sets the concurrency.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
+        self
+    }
+    /// Sets how many claimed jobs are kept at hand beyond the free slots.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = n;
         self
     }
     /// Sets the lease.
@@ -117,6 +127,12 @@ impl WorkerConfig {
                 format!("be >= 300ms (got {:?})", self.lease),
             ));
         }
+        if self.prefetch > 10_000 {
+            return Err(JobsError::invalid(
+                "prefetch",
+                format!("be 0 to 10000 (got {})", self.prefetch),
+            ));
+        }
         if self.poll_interval.is_zero() {
             return Err(JobsError::invalid("poll_interval", "be > 0"));
         }
@@ -131,15 +147,15 @@ pub struct Worker {
 }
 
 #[derive(Debug)]
-struct Shared {
-    jobs: Jobs,
-    config: WorkerConfig,
-    id: String,
-    rng: Mutex<Rng>,
+pub(crate) struct Shared {
+    pub(crate) jobs: Jobs,
+    pub(crate) config: WorkerConfig,
+    pub(crate) id: String,
+    pub(crate) rng: Mutex<Rng>,
     /// Cancelled past the grace period: handlers stop, their leases are released.
-    abort: CancellationToken,
+    pub(crate) abort: CancellationToken,
     /// Started on first use (it needs the runtime).
-    completer: std::sync::OnceLock<Completer>,
+    pub(crate) completer: std::sync::OnceLock<Completer>,
 }
 
 impl Worker {
@@ -201,7 +217,7 @@ impl Worker {
         self.shared.config.validate()?;
         let stop = CancellationToken::new();
         let shared = self.shared.clone();
-        let task = tokio::spawn(run_loop(shared, stop.clone()));
+        let task = tokio::spawn(crate::worker_loop::run_loop(shared, stop.clone()));
         Ok(WorkerHandle {
             stop,
             task,
@@ -246,151 +262,8 @@ impl WorkerHandle {
     }
 }
 
-async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<(), JobsError> {
-    let slots = Arc::new(Semaphore::new(s.config.concurrency));
-    let wake = s.jobs.inner.wake.clone();
-    let listener = listen(&s, &stop);
-    let mut tasks = JoinSet::new();
-    let rescue_every = duration_ms(s.config.lease / 2).max(100);
-    let mut last_rescue = i64::MIN;
-    while !stop.is_cancelled() {
-        while tasks.try_join_next().is_some() {}
-        let now = s.jobs.now();
-        if now.saturating_sub(last_rescue) >= rescue_every {
-            last_rescue = now;
-            if let Err(e) = s.jobs.inner.store.rescue(now).await {
-                tracing::warn!(error = %sanitize(&e.to_string()), "rescuing expired leases failed");
-            }
-        }
-        let free = slots.available_permits();
-        if free == 0 {
-            tokio::select! {
-                p = slots.clone().acquire_owned() => drop(p),
-                _ = stop.cancelled() => break,
-            }
-            continue;
-        }
-        // Register for wake-ups before looking, so a job queued meanwhile is not missed.
-        let notified = wake.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let rows = match s.claim(free).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %sanitize(&e.to_string()), "claiming jobs failed; retrying after the poll interval");
-                tokio::select! {
-                    _ = tokio::time::sleep(s.config.poll_interval) => {}
-                    _ = stop.cancelled() => {}
-                }
-                continue;
-            }
-        };
-        let full = rows.len() == free;
-        for row in rows {
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
-                break;
-            };
-            let shared = s.clone();
-            let wake = wake.clone();
-            tasks.spawn(async move {
-                if let Err(e) = shared.run(row).await {
-                    tracing::warn!(error = %sanitize(&e.to_string()), "settling a job failed; its lease will expire and it will be retried");
-                }
-                drop(permit);
-                // A slot is free: let the loop claim again.
-                wake.notify_waiters();
-            });
-        }
-        if full {
-            continue;
-        }
-        // Idle: sleep until the next due job, a wake-up, or the poll interval.
-        let wait = match next_due(&s.jobs.inner.store).await {
-            Ok(Some(due)) => {
-                Duration::from_millis(u64::try_from(due.saturating_sub(s.jobs.now())).unwrap_or(0))
-                    .min(s.config.poll_interval)
-            }
-            _ => s.config.poll_interval,
-        };
-        if wait.is_zero() {
-            // Due, but not claimable (an ordering key's head is running): do not spin.
-            tokio::select! {
-                _ = notified => {}
-                _ = tokio::time::sleep(s.config.poll_interval.min(Duration::from_millis(50))) => {}
-                _ = stop.cancelled() => {}
-            }
-            continue;
-        }
-        tokio::select! {
-            _ = notified => {}
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop.cancelled() => {}
-        }
-    }
-    // Stop claiming; let running jobs finish (the handle bounds this by the grace period and
-    // then cancels them, which releases their leases).
-    while tasks.join_next().await.is_some() {}
-    if let Some(c) = s.completer.get() {
-        c.flush().await;
-    }
-    if let Some(l) = listener {
-        l.abort();
-    }
-    Ok(())
-}
-
-async fn next_due(store: &Store) -> Result<Option<i64>, JobsError> {
-    Ok(
-        sqlx::query_scalar("SELECT MIN(run_at) FROM steadfast_jobs WHERE state = 'available'")
-            .fetch_one(&store.pool)
-            .await?,
-    )
-}
-
-/// On PostgreSQL, a task that turns `NOTIFY`s on the schema's channel into wake-ups.
-#[cfg(feature = "postgres")]
-fn listen(s: &Arc<Shared>, stop: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
-    let store = &s.jobs.inner.store;
-    if store.backend != crate::Backend::Postgres {
-        return None;
-    }
-    let url = store.url.clone();
-    let channel = store.channel();
-    let wake = s.jobs.inner.wake.clone();
-    let poll = s.config.poll_interval;
-    let stop = stop.clone();
-    Some(tokio::spawn(async move {
-        while !stop.is_cancelled() {
-            let listener = async {
-                let mut l = sqlx::postgres::PgListener::connect(&url).await?;
-                l.listen(&channel).await?;
-                loop {
-                    l.recv().await?;
-                    wake.notify_waiters();
-                }
-                #[allow(unreachable_code)]
-                Ok::<(), sqlx::Error>(())
-            };
-            tokio::select! {
-                r = listener => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %sanitize(&e.to_string()), "LISTEN connection lost; polling until it is back");
-                    }
-                }
-                _ = stop.cancelled() => return,
-            }
-            tokio::time::sleep(poll).await;
-        }
-    }))
-}
-
-#[cfg(not(feature = "postgres"))]
-fn listen(_: &Arc<Shared>, _: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
-    None
-}
-
 impl Shared {
-    async fn claim(&self, limit: usize) -> Result<Vec<JobRow>, JobsError> {
+    pub(crate) async fn claim(&self, limit: usize) -> Result<Vec<JobRow>, JobsError> {
         let now = self.jobs.now();
         let lease_until = now.saturating_add(duration_ms(self.config.lease));
         let rows = self
@@ -428,7 +301,7 @@ impl Shared {
     }
 
     /// Runs one claimed attempt and stores its outcome.
-    async fn run(self: Arc<Self>, row: JobRow) -> Result<(), JobsError> {
+    pub(crate) async fn run(self: Arc<Self>, row: JobRow) -> Result<(), JobsError> {
         let span = tracing::info_span!(
             "job.attempt",
             job.id = row.id,
@@ -762,7 +635,7 @@ impl Shared {
         Ok("dead")
     }
 
-    async fn defer(
+    pub(crate) async fn defer(
         &self,
         row: &JobRow,
         lease: &Lease<'_>,
@@ -810,7 +683,9 @@ impl Shared {
     }
 
     /// Queues the schedule's next fire time after the run for `fire_at`; the unique
-    /// `(schedule, fire_at)` index makes a second planner a no-op.
+    /// `(schedule, fire_at)` index makes a second planner a no-op. Whether the schedule is
+    /// still active is read by the insert itself, not taken from `sch` (read before the
+    /// handler ran): a schedule cancelled during its run stops there.
     async fn plan_next(
         &self,
         sch: &Schedule,
@@ -821,6 +696,10 @@ impl Shared {
             return Ok(());
         }
         let now = self.jobs.now();
+        let (priority, head_start_ms, limit_key) = self
+            .jobs
+            .placement(&sch.handler, &crate::JobOptions::new())
+            .unwrap_or((0, 0, None));
         let Some((next, run_at)) =
             sch.recurrence
                 .plan(fire_at, now, sch.catch_up, sch.max_catch_up)
@@ -828,7 +707,7 @@ impl Shared {
             return Ok(());
         };
         self.store()
-            .insert(
+            .insert_fire(
                 &crate::store::NewJob {
                     handler: &sch.handler,
                     payload: std::borrow::Cow::Borrowed(&sch.payload),
@@ -838,11 +717,13 @@ impl Shared {
                     ordering_key: None,
                     schedule_id: Some(sch.id),
                     fire_at: Some(next),
+                    priority,
+                    head_start_ms,
+                    limit_key: limit_key.as_deref(),
                 },
                 now,
             )
-            .await?;
-        Ok(())
+            .await
     }
 }
 

@@ -106,6 +106,7 @@ both!(
     cron_catch_up_after_downtime,
     interval_delay_and_date,
     cancel_jobs_and_schedules,
+    cancel_schedule_during_a_run_stops_it,
     graceful_shutdown_releases_leases,
     head_of_line,
     panicking_handler_is_a_failed_attempt,
@@ -917,6 +918,59 @@ async fn cancel_jobs_and_schedules(db: Db) {
         JobState::Cancelled
     );
     assert_eq!(jobs.stats().await.unwrap().cancelled, 2);
+}
+
+/// Issue 19 item 13: the run in progress when its schedule is cancelled must not plan another
+/// fire time (it used to plan from the `active` flag it read before its handler ran).
+async fn cancel_schedule_during_a_run_stops_it(db: Db) {
+    for overlap in [false, true] {
+        let clock = ManualClock::at(t(T0));
+        let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let release = Arc::new(tokio::sync::Semaphore::new(0));
+        let r = release.clone();
+        let name = format!("slow_{overlap}");
+        let jobs = connect(
+            &db,
+            &clock,
+            Jobs::builder().handler(handler(name.clone(), move |_ctx: JobContext, _p: ()| {
+                let (tx, r) = (started_tx.clone(), r.clone());
+                async move {
+                    let _ = tx.send(());
+                    r.acquire().await.unwrap().forget();
+                    Ok::<(), ErrorClass>(())
+                }
+            })),
+        )
+        .await;
+        let first = jobs
+            .schedule(
+                When::cron("* * * * *"),
+                &name,
+                &(),
+                ScheduleOptions::new().allow_overlap(overlap),
+            )
+            .await
+            .unwrap();
+        let schedule = jobs.get(first).await.unwrap().unwrap().schedule_id.unwrap();
+        clock.set(t("2030-01-01T00:02:00Z"));
+        let w = jobs.worker(WorkerConfig::new());
+        let run = tokio::spawn({
+            let w = w.clone();
+            async move { w.run_once().await }
+        });
+        started.recv().await.unwrap();
+        assert!(jobs.cancel_schedule(schedule).await.unwrap());
+        release.add_permits(1);
+        assert_eq!(run.await.unwrap().unwrap(), 1);
+        assert_eq!(
+            jobs.stats().await.unwrap().available,
+            0,
+            "overlap {overlap}: no next fire time is queued"
+        );
+        clock.set(t("2030-01-01T01:00:00Z"));
+        assert_eq!(w.run_once().await.unwrap(), 0, "overlap {overlap}");
+        jobs.store().close().await;
+    }
 }
 
 async fn graceful_shutdown_releases_leases(db: Db) {

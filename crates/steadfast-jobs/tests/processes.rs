@@ -24,8 +24,13 @@ impl Drop for Worker {
 }
 
 fn spawn(db: &Db, concurrency: u32) -> Worker {
+    spawn_with(db, concurrency, 8)
+}
+
+fn spawn_with(db: &Db, concurrency: u32, connections: u32) -> Worker {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_steadfast-jobs-testbed"));
     cmd.args(["--db", &db.url, "--concurrency", &concurrency.to_string()])
+        .args(["--connections", &connections.to_string()])
         .args(["--lease-ms", &LEASE_MS.to_string(), "--poll-ms", "100"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null());
@@ -56,6 +61,7 @@ async fn jobs(db: &Db) -> Jobs {
     for sql in [
         "CREATE TABLE IF NOT EXISTS testbed_effects (key TEXT PRIMARY KEY, job BIGINT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS testbed_runs (job BIGINT NOT NULL, attempt BIGINT NOT NULL, pid BIGINT NOT NULL, at BIGINT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS testbed_spans (job BIGINT NOT NULL, pid BIGINT NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL)",
     ] {
         sqlx::query(sql).execute(jobs.store().pool()).await.unwrap();
     }
@@ -73,7 +79,8 @@ async fn count(jobs: &Jobs, sql: &str) -> i64 {
 
 both!(
     crash_mid_job_completes_once_after_the_lease,
-    restart_resumes_backoff_at_its_stored_time
+    restart_resumes_backoff_at_its_stored_time,
+    key_limits_hold_across_four_processes
 );
 
 async fn crash_mid_job_completes_once_after_the_lease(db: Db) {
@@ -215,5 +222,113 @@ async fn four_processes_ten_thousand_jobs_once_each() {
     eprintln!(
         "4 processes x 10,000 jobs: {elapsed:?}, {runs} runs ({} re-run after the kill)",
         runs - N
+    );
+}
+
+/// The most spans of `key` open at once (a start and an end at the same instant do not overlap).
+async fn max_overlap(jobs: &Jobs, key: &str) -> usize {
+    let rows = sqlx::query(
+        "SELECT s.start_ms, s.end_ms FROM testbed_spans s JOIN steadfast_jobs j ON j.id = s.job \
+         WHERE j.limit_key = $1",
+    )
+    .bind(key)
+    .fetch_all(jobs.store().pool())
+    .await
+    .unwrap();
+    let mut edges: Vec<(i64, i32)> = Vec::new();
+    for r in &rows {
+        edges.push((r.try_get(0).unwrap(), 1));
+        edges.push((r.try_get(1).unwrap(), -1));
+    }
+    edges.sort(); // ends (-1) before starts (+1) at the same millisecond
+    let (mut open, mut max) = (0i32, 0i32);
+    for (_, d) in edges {
+        open += d;
+        max = max.max(open);
+    }
+    max as usize
+}
+
+/// Issue 25: per-key concurrency is never exceeded, and a rate holds, with four worker
+/// processes of 8 slots each claiming from one store; unkeyed jobs are not held up.
+async fn key_limits_hold_across_four_processes(db: Db) {
+    use steadfast_jobs::KeyLimits;
+    let jobs = jobs(&db).await;
+    jobs.set_limits("tenant-a", KeyLimits::new().max_running(3))
+        .await
+        .unwrap();
+    jobs.set_limits("tenant-b", KeyLimits::new().max_running(1))
+        .await
+        .unwrap();
+    jobs.set_limits("search", KeyLimits::new().rate(5, Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let sleep = json!({"sleep_ms": 60});
+    for (key, n) in [("tenant-a", 36), ("tenant-b", 8), ("search", 15)] {
+        for _ in 0..n {
+            jobs.queue("limited", &sleep, JobOptions::new().limit_key(key))
+                .await
+                .unwrap();
+        }
+    }
+    for _ in 0..40 {
+        jobs.queue("limited", &sleep, JobOptions::new())
+            .await
+            .unwrap();
+    }
+    let _workers: Vec<Worker> = (0..4).map(|_| spawn_with(&db, 8, 3)).collect();
+    wait_for("every job done", Duration::from_secs(60), || async {
+        jobs.stats().await.unwrap().done == 99
+    })
+    .await;
+    let (a, b) = (
+        max_overlap(&jobs, "tenant-a").await,
+        max_overlap(&jobs, "tenant-b").await,
+    );
+    assert!(a <= 3, "tenant-a ran {a} at once (limit 3)");
+    assert!(b <= 1, "tenant-b ran {b} at once (limit 1)");
+    assert!(a == 3, "the limit was reached, so it was what held ({a})");
+    assert!(
+        count(&jobs, "SELECT COUNT(DISTINCT pid) FROM testbed_spans").await >= 2,
+        "several processes ran them"
+    );
+    // 5 per second, a burst of 5: 15 starts take at least 2 s, and no span of T holds more
+    // than 5 x (1 + T / 1 s) starts.
+    let mut starts: Vec<i64> = sqlx::query(
+        "SELECT s.start_ms FROM testbed_spans s JOIN steadfast_jobs j ON j.id = s.job \
+         WHERE j.limit_key = 'search' ORDER BY s.start_ms",
+    )
+    .fetch_all(jobs.store().pool())
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.try_get(0).unwrap())
+    .collect();
+    starts.sort();
+    let spread = starts[14] - starts[0];
+    // Measured at the handler, which starts a few ms after its claim (what the rate governs).
+    assert!(spread >= 1_800, "15 starts at 5/s took {spread} ms");
+    for (i, s) in starts.iter().enumerate() {
+        for (j, e) in starts.iter().enumerate().skip(i) {
+            let allowed = 5.0 * (1.0 + (e - s) as f64 / 1000.0) + 1.0;
+            assert!(
+                ((j - i + 1) as f64) <= allowed,
+                "{} starts in {} ms",
+                j - i + 1,
+                e - s
+            );
+        }
+    }
+    // Waiting for room spends no attempt: every job ran on its first attempt, unless an
+    // attempt failed for a reason of its own (recorded as its last error: under the whole
+    // suite's load, the server can run out of connections).
+    let silent = count(
+        &jobs,
+        "SELECT COALESCE(MAX(attempts), 1) FROM steadfast_jobs WHERE last_error IS NULL",
+    )
+    .await;
+    assert_eq!(silent, 1, "no attempt spent waiting for room");
+    eprintln!(
+        "key limits across 4 processes: tenant-a max {a} (3), tenant-b max {b} (1), search 15 starts over {spread} ms (5/s)"
     );
 }

@@ -5,6 +5,8 @@
 //! - `work {sleep_first_ms}`: records the run; the first attempt sleeps (so a test can kill
 //!   the process mid-job); then applies its side effect once, keyed by the job's idempotency key.
 //! - `flaky`: records the run; fails with 503 on the first attempt, succeeds after.
+//! - `limited {sleep_ms}`: records when it started and ended (`testbed_spans`), sleeping in
+//!   between; jobs name their key when queued, the store's limits decide when they start.
 
 use std::time::Duration;
 
@@ -14,6 +16,11 @@ use steadfast_jobs::{JobContext, Jobs, StoreOptions, WorkerConfig, handler};
 #[derive(serde::Deserialize)]
 struct Work {
     sleep_first_ms: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct Limited {
+    sleep_ms: u64,
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -41,7 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // The handlers need the pool, which exists only once connected: a cell set right after.
     let pool_cell = std::sync::Arc::new(std::sync::OnceLock::<sqlx::AnyPool>::new());
-    let (p1, p2) = (pool_cell.clone(), pool_cell.clone());
+    let (p1, p2, p3) = (pool_cell.clone(), pool_cell.clone(), pool_cell.clone());
     let pid = i64::from(std::process::id());
     let jobs = Jobs::builder()
         .handler(handler("work", move |ctx: JobContext, w: Work| {
@@ -79,6 +86,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             },
         ))
+        .handler(handler("limited", move |ctx: JobContext, l: Limited| {
+            let pool = p3.get().cloned();
+            async move {
+                let pool = pool.ok_or_else(|| ErrorClass::from_status(503))?;
+                let started = now_ms();
+                tokio::time::sleep(Duration::from_millis(l.sleep_ms)).await;
+                sqlx::query(
+                    "INSERT INTO testbed_spans (job, pid, start_ms, end_ms) VALUES ($1, $2, $3, $4)",
+                )
+                .bind(ctx.id())
+                .bind(pid)
+                .bind(started)
+                .bind(now_ms())
+                .execute(&pool)
+                .await
+                .map_err(|_| ErrorClass::from_status(503))?;
+                Ok::<(), ErrorClass>(())
+            }
+        }))
         .connect_with(opts)
         .await?;
     setup(jobs.store().pool()).await?;
@@ -115,6 +141,11 @@ async fn setup(pool: &sqlx::AnyPool) -> Result<(), sqlx::Error> {
     .await?;
     sqlx::query(
         "CREATE TABLE IF NOT EXISTS testbed_runs (job BIGINT NOT NULL, attempt BIGINT NOT NULL, pid BIGINT NOT NULL, at BIGINT NOT NULL)",
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS testbed_spans (job BIGINT NOT NULL, pid BIGINT NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL)",
     )
     .execute(pool)
     .await?;

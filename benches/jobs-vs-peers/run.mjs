@@ -1,0 +1,87 @@
+// Runs every system through the same scenarios on one PostgreSQL, one after the other, and
+// prints the table for BENCHMARKS.md. Started by run.sh (which installs everything first).
+//
+// Env: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), SIZES (default
+// 10000,100000), WORKERS (default 1,16), SYSTEMS (default steadfast,graphile-worker,pg-boss),
+// STEADFAST_BIN (the steadfast runner, built by run.sh), STEADFAST_BEFORE_BIN (the same runner
+// built from another revision: add `steadfast-before` to SYSTEMS).
+import { spawnSync } from "node:child_process";
+import pg from "pg";
+
+const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const sizes = (process.env.SIZES ?? "10000,100000").split(",").map(Number);
+// SQLite (SYSTEMS=steadfast only): DATABASE_URL=sqlite:///tmp/bench.db.
+const workers = (process.env.WORKERS ?? "1,16").split(",").map(Number);
+const systems = (process.env.SYSTEMS ?? "steadfast,graphile-worker,pg-boss").split(",");
+const scenarios = (process.env.SCENARIOS ?? "burn,steady,idle").split(",");
+const node = process.execPath;
+const here = new URL(".", import.meta.url).pathname;
+
+const command = {
+  steadfast: [process.env.STEADFAST_BIN],
+  // A build of another revision (say main), for a before/after in the same run.
+  "steadfast-before": [process.env.STEADFAST_BEFORE_BIN],
+  "graphile-worker": [node, here + "graphile.mjs"],
+  "pg-boss": [node, here + "pgboss.mjs"],
+};
+
+async function resetSchemas() {
+  if (url.startsWith("sqlite:")) {
+    // steadfast alone (the peers are PostgreSQL-only): a fresh file per run.
+    const fs = await import("node:fs");
+    const path = url.replace(/^sqlite:\/\//, "").split("?")[0];
+    for (const f of [path, `${path}-wal`, `${path}-shm`]) fs.rmSync(f, { force: true });
+    return;
+  }
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  for (const s of ["bench_steadfast", "bench_graphile", "bench_pgboss"]) {
+    await c.query(`DROP SCHEMA IF EXISTS ${s} CASCADE`);
+  }
+  await c.end();
+}
+
+const runs = [];
+for (const scenario of scenarios) {
+  const shapes =
+    scenario === "idle"
+      ? workers.map((w) => ({ jobs: 200, workers: w, enqueue: "single" }))
+      : sizes.flatMap((jobs) =>
+          workers.flatMap((w) => ["single", "bulk"].map((e) => ({ jobs, workers: w, enqueue: e }))),
+        );
+  for (const shape of shapes) runs.push({ scenario, ...shape });
+}
+
+const results = [];
+for (const r of runs) {
+  for (const system of systems) {
+    await resetSchemas();
+    const [cmd, ...rest] = command[system];
+    const argv = [...rest, `--scenario=${r.scenario}`, `--jobs=${r.jobs}`, `--workers=${r.workers}`, `--enqueue=${r.enqueue}`];
+    const p = spawnSync(cmd, argv, {
+      env: { ...process.env, DATABASE_URL: url },
+      encoding: "utf8",
+      timeout: 20 * 60 * 1000,
+    });
+    const line = (p.stdout ?? "").trim().split("\n").filter((l) => l.startsWith("{")).pop();
+    if (p.status !== 0 || !line) {
+      console.error(`${system} ${JSON.stringify(r)} failed (${p.status}):\n${p.stderr}`);
+      continue;
+    }
+    const res = { ...JSON.parse(line), system };
+    results.push(res);
+    console.error(JSON.stringify(res));
+  }
+}
+await resetSchemas();
+
+const fmt = (n) => (n === undefined ? "—" : Math.round(n).toLocaleString("en-US"));
+const ms = (n) => (n === undefined ? "—" : n < 10 ? n.toFixed(2) : n.toFixed(1));
+console.log("| scenario | jobs | workers | enqueue | system | enqueue/s | processed/s | start p50 ms | start p99 ms |");
+console.log("|---|---:|---:|---|---|---:|---:|---:|---:|");
+for (const x of results) {
+  const lat = x.scenario !== "burn";
+  console.log(
+    `| ${x.scenario} | ${fmt(x.jobs)} | ${x.workers} | ${x.enqueue} | ${x.system} | ${fmt(x.enqueue_per_s)} | ${fmt(x.processed_per_s)} | ${lat ? ms(x.p50_ms) : "—"} | ${lat ? ms(x.p99_ms) : "—"} |`,
+  );
+}

@@ -1,0 +1,116 @@
+//! Prefetch: claimed jobs kept at hand beyond the free slots run once each; shutdown and a
+//! wait of half the lease give them back unrun with their attempt refunded. Real worker loop
+//! (system clock), short bounds.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use common::Db;
+use steadfast::ErrorClass;
+use steadfast_jobs::{JobContext, JobOptions, JobState, Jobs, WorkerConfig, handler};
+
+async fn wait_until(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    for _ in 0..1000 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+both!(
+    shutdown_gives_back_prefetched_jobs,
+    a_prefetched_job_kept_half_its_lease_is_released
+);
+
+async fn shutdown_gives_back_prefetched_jobs(db: Db) {
+    let runs = Arc::new(AtomicU32::new(0));
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let (r, rel) = (runs.clone(), release.clone());
+    let jobs = Jobs::builder()
+        .handler(handler("hold", move |_ctx: JobContext, _p: ()| {
+            let (r, rel) = (r.clone(), rel.clone());
+            async move {
+                r.fetch_add(1, Ordering::SeqCst);
+                rel.acquire().await.unwrap().forget();
+                Ok::<(), ErrorClass>(())
+            }
+        }))
+        .connect_with(db.opts.clone())
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        jobs.queue("hold", &(), JobOptions::new()).await.unwrap();
+    }
+    let handle = jobs
+        .worker(WorkerConfig::new().concurrency(2).prefetch(4))
+        .start()
+        .unwrap();
+    // Two run, four more are claimed and kept.
+    wait_until("2 running and 4 kept", async || {
+        runs.load(Ordering::SeqCst) == 2 && jobs.stats().await.unwrap().running == 6
+    })
+    .await;
+    // Shut down (stop claiming first), then let the two running ones finish.
+    let (stopped, _) = tokio::join!(handle.shutdown(), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        release.add_permits(2);
+    });
+    stopped.unwrap();
+    let stats = jobs.stats().await.unwrap();
+    // The two that ran finished; the four kept went back unrun, attempts refunded.
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        (stats.running, stats.done, stats.available),
+        (0, 2, 8),
+        "{stats:?}"
+    );
+    let waiting = jobs.list(Some(JobState::Available), 20).await.unwrap();
+    assert!(waiting.iter().all(|j| j.attempts == 0), "{waiting:?}");
+    // Another worker drains them, each once.
+    release.add_permits(100);
+    let w = jobs.worker(WorkerConfig::new().concurrency(4));
+    while w.run_once().await.unwrap() > 0 {}
+    assert_eq!(runs.load(Ordering::SeqCst), 10);
+    assert_eq!(jobs.stats().await.unwrap().done, 10);
+}
+
+async fn a_prefetched_job_kept_half_its_lease_is_released(db: Db) {
+    let runs = Arc::new(AtomicU32::new(0));
+    let r = runs.clone();
+    let jobs = Jobs::builder()
+        .handler(handler("slow", move |ctx: JobContext, _p: ()| {
+            let r = r.clone();
+            async move {
+                assert_eq!(ctx.attempt(), 1, "a released job's attempt is refunded");
+                r.fetch_add(1, Ordering::SeqCst);
+                // Longer than half the lease: the kept jobs go stale meanwhile.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Ok::<(), ErrorClass>(())
+            }
+        }))
+        .connect_with(db.opts.clone())
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        jobs.queue("slow", &(), JobOptions::new()).await.unwrap();
+    }
+    let handle = jobs
+        .worker(
+            WorkerConfig::new()
+                .concurrency(1)
+                .prefetch(3)
+                .lease(Duration::from_millis(300)),
+        )
+        .start()
+        .unwrap();
+    wait_until("all done", async || jobs.stats().await.unwrap().done == 4).await;
+    handle.shutdown().await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 4, "each ran once");
+    let done = jobs.list(Some(JobState::Done), 10).await.unwrap();
+    assert!(done.iter().all(|j| j.attempts == 1), "{done:?}");
+}
