@@ -109,7 +109,7 @@ impl ClientCredentials {
                     .form(&form)
                     .send()
                     .await
-                    .map_err(|e| format!("{endpoint}: {}", e.without_url()))?;
+                    .map_err(|e| format!("{endpoint}: {}", crate::http::describe(e)))?;
                 crate::http::read_json(endpoint, resp).await
             })
         });

@@ -13,6 +13,19 @@ use crate::jwks::{BoxFuture, FetchJwks};
 /// Largest body read from the authorization server (metadata, JWKS, token responses).
 pub(crate) const MAX_BODY: usize = 1024 * 1024;
 
+/// A request error with its causes ("error sending request" alone names none).
+pub(crate) fn describe(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
 pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .timeout(timeout)
@@ -86,7 +99,7 @@ pub async fn discover(issuer: &str, timeout: Duration) -> Result<ServerMetadata,
     for url in discovery_urls(issuer) {
         let result = match http.get(&url).send().await {
             Ok(resp) => read_json::<ServerMetadata>(&url, resp).await,
-            Err(e) => Err(format!("{url}: {e}")),
+            Err(e) => Err(format!("{url}: {}", describe(e))),
         };
         match result {
             Ok(meta) if meta.issuer.trim_end_matches('/') == issuer.trim_end_matches('/') => {
@@ -138,7 +151,7 @@ impl FetchJwks for HttpJwksFetcher {
                 .get(&self.uri)
                 .send()
                 .await
-                .map_err(|e| format!("{}: {e}", self.uri))?;
+                .map_err(|e| format!("{}: {}", self.uri, describe(e)))?;
             read_json(&self.uri, resp).await
         })
     }

@@ -85,7 +85,7 @@ impl Introspector {
                     .form(&form)
                     .send()
                     .await
-                    .map_err(|e| format!("{endpoint}: {}", e.without_url()))?;
+                    .map_err(|e| format!("{endpoint}: {}", crate::http::describe(e)))?;
                 crate::http::read_json(&endpoint, resp).await
             })
         });

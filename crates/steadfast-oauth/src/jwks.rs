@@ -5,7 +5,8 @@
 //! (a rotation) triggers one refresh, at most once per `min_refresh_interval` however many
 //! tokens carry unknown kids (random kids cannot turn the gateway into a JWKS flooder), and the
 //! caller waits at most `fetch_timeout` for it. Refreshes are single-flight: concurrent callers
-//! wait on the same fetch.
+//! wait on the same fetch. Keys older than `max_age` are still served while a background task
+//! refreshes them, so a key the issuer removed stops verifying within `max_age`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -164,6 +165,7 @@ enum Refresh {
 struct State {
     keys: Vec<Arc<Key>>,
     last_attempt: Option<Instant>,
+    last_success: Option<Instant>,
     last_failed: bool,
 }
 
@@ -173,6 +175,7 @@ struct Inner {
     refresh: tokio::sync::Mutex<()>,
     min_refresh_interval: Duration,
     fetch_timeout: Duration,
+    max_age: Duration,
 }
 
 /// How often a [`Jwks`] may refresh and how long a request waits for it.
@@ -182,6 +185,9 @@ pub struct JwksOptions {
     pub min_refresh_interval: Duration,
     /// Longest a request waits for a fetch, lock wait included (default 5 s).
     pub fetch_timeout: Duration,
+    /// Age after which cached keys are refreshed in the background while still being used
+    /// (default 10 min), so a key the issuer removed stops verifying without any unknown kid.
+    pub max_age: Duration,
 }
 
 impl Default for JwksOptions {
@@ -189,6 +195,7 @@ impl Default for JwksOptions {
         Self {
             min_refresh_interval: Duration::from_secs(30),
             fetch_timeout: Duration::from_secs(5),
+            max_age: Duration::from_secs(600),
         }
     }
 }
@@ -220,11 +227,13 @@ impl Jwks {
             state: RwLock::new(State {
                 keys: Vec::new(),
                 last_attempt: None,
+                last_success: None,
                 last_failed: false,
             }),
             refresh: tokio::sync::Mutex::new(()),
             min_refresh_interval: options.min_refresh_interval,
             fetch_timeout: options.fetch_timeout,
+            max_age: options.max_age,
         }))
     }
 
@@ -241,6 +250,7 @@ impl Jwks {
 
     async fn keys_for(&self, kid: Option<&str>) -> Result<Vec<Arc<Key>>, TokenError> {
         if let Some(found) = self.cached(kid) {
+            self.revalidate_if_stale();
             return Ok(found);
         }
         let wait = tokio::time::timeout(self.0.fetch_timeout, async {
@@ -268,6 +278,29 @@ impl Jwks {
                 self.0.fetch_timeout
             ))),
         }
+    }
+
+    /// Stale keys are still served; a background task refreshes them (never the caller).
+    fn revalidate_if_stale(&self) {
+        let stale = {
+            let state = self.0.state.read().expect("jwks lock");
+            state
+                .last_success
+                .is_some_and(|t| t.elapsed() >= self.0.max_age)
+                && state
+                    .last_attempt
+                    .is_none_or(|t| t.elapsed() >= self.0.min_refresh_interval)
+        };
+        if !stale || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let Ok(_guard) = this.0.refresh.try_lock() else {
+                return;
+            };
+            let _ = tokio::time::timeout(this.0.fetch_timeout, this.fetch_locked()).await;
+        });
     }
 
     fn cached(&self, kid: Option<&str>) -> Option<Vec<Arc<Key>>> {
@@ -305,6 +338,7 @@ impl Jwks {
         let mut state = self.0.state.write().expect("jwks lock");
         state.keys = keys;
         state.last_failed = false;
+        state.last_success = Some(Instant::now());
         Ok(n)
     }
 }

@@ -48,6 +48,7 @@ impl FetchJwks for FakeAs {
 
 const INTERVAL: Duration = Duration::from_secs(30);
 const TIMEOUT: Duration = Duration::from_secs(2);
+const MAX_AGE: Duration = Duration::from_secs(600);
 
 fn validator(fake: &FakeAs) -> JwtValidator {
     let jwks = Jwks::with_options(
@@ -55,6 +56,7 @@ fn validator(fake: &FakeAs) -> JwtValidator {
         JwksOptions {
             min_refresh_interval: INTERVAL,
             fetch_timeout: TIMEOUT,
+            max_age: MAX_AGE,
         },
     );
     JwtValidator::new(JwtConfig::new(ISS, AUD), jwks).with_clock(|| NOW)
@@ -196,4 +198,35 @@ async fn concurrent_unknown_kids_share_one_fetch() {
         t.await.unwrap().unwrap();
     }
     assert_eq!(fake.fetches(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_keys_are_served_while_refreshed_in_the_background_so_removed_keys_expire() {
+    let (fake, old, new) = (
+        FakeAs::default(),
+        TestKey::es256("old"),
+        TestKey::es256("new"),
+    );
+    fake.publish(&[&old, &new]);
+    let v = validator(&fake);
+    v.validate(&old.sign(&claims())).await.unwrap();
+    fake.publish(&[&new]);
+    tokio::time::advance(MAX_AGE).await;
+    fake.hang.store(true, Ordering::SeqCst);
+    // Stale and the endpoint hangs: still served at once from the cache.
+    let started = Instant::now();
+    v.validate(&old.sign(&claims())).await.unwrap();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    tokio::time::sleep(TIMEOUT).await;
+    assert_eq!(fake.fetches(), 2, "one background refresh, which timed out");
+    fake.hang.store(false, Ordering::SeqCst);
+    tokio::time::advance(INTERVAL).await;
+    v.validate(&old.sign(&claims())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(fake.fetches(), 3);
+    assert_eq!(
+        v.validate(&old.sign(&claims())).await,
+        Err(TokenError::UnknownKey(Some("old".into())))
+    );
+    v.validate(&new.sign(&claims())).await.unwrap();
 }
