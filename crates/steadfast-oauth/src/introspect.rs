@@ -20,6 +20,9 @@ use crate::{Claims, TokenError};
 pub type IntrospectFn =
     Arc<dyn Fn(String) -> BoxFuture<'static, Result<serde_json::Value, String>> + Send + Sync>;
 
+/// SHA-256 of the token → its claims and the epoch second the entry expires.
+type Cache = HashMap<[u8; 32], (Claims, u64)>;
+
 #[derive(Deserialize)]
 struct Answer {
     #[serde(default)]
@@ -48,7 +51,7 @@ pub struct Introspector {
     issuer: Option<String>,
     max_entries: usize,
     max_ttl: Duration,
-    cache: Arc<Mutex<HashMap<[u8; 32], (Claims, u64)>>>,
+    cache: Arc<Mutex<Cache>>,
     now: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
@@ -168,7 +171,7 @@ impl Introspector {
         if self.issuer.is_some() && claims.iss != self.issuer {
             return Err(TokenError::WrongIssuer);
         }
-        if !claims.aud.iter().any(|a| *a == self.audience) {
+        if !claims.aud.contains(&self.audience) {
             return Err(TokenError::WrongAudience);
         }
         Ok(claims)

@@ -174,7 +174,7 @@ impl JwtValidator {
         if claims.iss.as_deref() != Some(self.config.issuer.as_str()) {
             return Err(TokenError::WrongIssuer);
         }
-        if !claims.aud.iter().any(|a| *a == self.config.audience) {
+        if !claims.aud.contains(&self.config.audience) {
             return Err(TokenError::WrongAudience);
         }
         let now = (self.now)();
