@@ -27,6 +27,9 @@ pub(crate) fn describe(e: reqwest::Error) -> String {
 }
 
 pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client, String> {
+    // reqwest's `rustls-no-provider` panics at build time without a process-wide provider.
+    #[cfg(feature = "rustls")]
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)

@@ -239,8 +239,18 @@ impl Jwks {
 
     /// Fetch now, regardless of the interval (at startup, to fail fast on a wrong URL).
     pub async fn refresh(&self) -> Result<usize, TokenError> {
-        let _guard = self.0.refresh.lock().await;
-        self.fetch_locked().await
+        let fetch = async {
+            let _guard = self.0.refresh.lock().await;
+            self.fetch_locked().await
+        };
+        tokio::time::timeout(self.0.fetch_timeout, fetch)
+            .await
+            .unwrap_or_else(|_| {
+                Err(TokenError::Unavailable(format!(
+                    "JWKS fetch took longer than {:?}",
+                    self.0.fetch_timeout
+                )))
+            })
     }
 
     /// How many keys are cached.

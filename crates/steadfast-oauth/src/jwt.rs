@@ -57,6 +57,7 @@ pub struct JwtConfig {
     audience: String,
     leeway: Duration,
     algorithms: Vec<SigningAlg>,
+    require_at_jwt: bool,
 }
 
 impl JwtConfig {
@@ -67,6 +68,7 @@ impl JwtConfig {
             audience: audience.into(),
             leeway: Duration::from_secs(60),
             algorithms: vec![SigningAlg::Rs256, SigningAlg::Es256, SigningAlg::EdDsa],
+            require_at_jwt: false,
         }
     }
 
@@ -79,6 +81,13 @@ impl JwtConfig {
     /// Narrow the allowed algorithms (an empty list refuses every token).
     pub fn algorithms(mut self, algorithms: impl IntoIterator<Item = SigningAlg>) -> Self {
         self.algorithms = algorithms.into_iter().collect();
+        self
+    }
+
+    /// Require the header's `typ` to be `at+jwt` (RFC 9068 §4), which keeps ID tokens and other
+    /// JWTs from the same issuer out. Off by default: several issuers still send `JWT`.
+    pub fn require_access_token_typ(mut self, require: bool) -> Self {
+        self.require_at_jwt = require;
         self
     }
 
@@ -122,6 +131,8 @@ pub(crate) struct Header {
     pub(crate) alg: String,
     #[serde(default)]
     pub(crate) kid: Option<String>,
+    #[serde(default)]
+    typ: Option<String>,
 }
 
 impl JwtValidator {
@@ -162,6 +173,15 @@ impl JwtValidator {
 
     fn check_header(&self, token: &str) -> Result<(SigningAlg, Option<String>), TokenError> {
         let header = parse_header(token)?;
+        if self.config.require_at_jwt
+            && !header.typ.as_deref().is_some_and(|t| {
+                t.eq_ignore_ascii_case("at+jwt") || t.eq_ignore_ascii_case("application/at+jwt")
+            })
+        {
+            return Err(TokenError::Malformed(
+                "typ is not at+jwt (RFC 9068 §4)".into(),
+            ));
+        }
         let alg = SigningAlg::from_header(&header.alg)
             .filter(|a| self.config.algorithms.contains(a))
             .ok_or_else(|| {

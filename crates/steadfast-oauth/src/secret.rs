@@ -18,6 +18,28 @@ impl Secret {
         Self(value.into())
     }
 
+    /// The value of the environment variable `name`; the error names the variable, never a value.
+    pub fn from_env(name: &str) -> Result<Self, String> {
+        match std::env::var(name) {
+            Ok(v) if !v.trim().is_empty() => Ok(Self(v.trim().to_owned())),
+            Ok(_) => Err(format!("environment variable {name} is empty")),
+            Err(_) => Err(format!(
+                "environment variable {name} is not set (or not UTF-8)"
+            )),
+        }
+    }
+
+    /// The contents of the file at `path`, trimmed (a trailing newline is not part of a secret).
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, String> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("secret file {}: {e}", path.display()))?;
+        match text.trim() {
+            "" => Err(format!("secret file {} is empty", path.display())),
+            v => Ok(Self(v.to_owned())),
+        }
+    }
+
     /// The value, for the one place that must send it.
     pub fn expose(&self) -> &str {
         &self.0
@@ -67,6 +89,31 @@ fn form_encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn secrets_from_files_are_trimmed_and_errors_name_the_source() {
+        let dir =
+            std::env::temp_dir().join(format!("steadfast-oauth-secret-{}", std::process::id()));
+        std::fs::write(&dir, "s3cret\n").unwrap();
+        assert_eq!(super::Secret::from_file(&dir).unwrap().expose(), "s3cret");
+        std::fs::write(&dir, "\n").unwrap();
+        assert!(
+            super::Secret::from_file(&dir)
+                .unwrap_err()
+                .contains("is empty")
+        );
+        std::fs::remove_file(&dir).unwrap();
+        assert!(
+            super::Secret::from_file(&dir)
+                .unwrap_err()
+                .starts_with("secret file ")
+        );
+        let err = super::Secret::from_env("STEADFAST_OAUTH_TEST_UNSET_VARIABLE").unwrap_err();
+        assert!(
+            err.contains("STEADFAST_OAUTH_TEST_UNSET_VARIABLE is not set"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn basic_auth_form_encodes_before_base64() {
         let header = super::basic_auth("my client", &super::Secret::new("a:b/c"));

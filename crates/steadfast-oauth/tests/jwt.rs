@@ -219,3 +219,19 @@ async fn required_scopes_give_insufficient_scope_with_the_scope() {
     assert_eq!(err.client_error().status(), 403);
     assert_eq!(err.client_error().code(), Some("insufficient_scope"));
 }
+
+#[tokio::test]
+async fn typ_at_jwt_can_be_required() {
+    let key = TestKey::es256("k");
+    let config = JwtConfig::new(ISS, AUD).require_access_token_typ(true);
+    let v = JwtValidator::new(config, KeySet::new(&set(&[&key]))).with_clock(|| NOW);
+    // TestKey::sign sets typ "JWT", as many issuers do.
+    assert!(matches!(
+        v.validate(&key.sign(&claims())).await,
+        Err(TokenError::Malformed(_))
+    ));
+    let mut header = Header::new(Algorithm::ES256);
+    (header.kid, header.typ) = (Some("k".into()), Some("at+jwt".into()));
+    let token = jsonwebtoken::encode(&header, &claims(), &key.encoding).unwrap();
+    v.validate(&token).await.unwrap();
+}

@@ -29,6 +29,9 @@ struct Provider {
 
 impl Provider {
     async fn start() -> Self {
+        // With the `rustls` feature reqwest needs a process-wide provider before any client.
+        #[cfg(feature = "rustls")]
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let Ok(dir) = std::env::var("STEADFAST_TEST_OIDC") else {
             panic!("{IGNORE}")
         };
@@ -140,6 +143,15 @@ async fn tokens_from_a_real_authorization_server_pass_and_fail_the_right_checks(
     let (v, _) = p.validator(&p.issuer, fast()).await;
     let token = p.token("tools:read tools:write", RESOURCE).await;
     assert_eq!(header_of(&token)["alg"], "RS256");
+    let fetcher = HttpJwksFetcher::discover(&p.issuer, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let config = JwtConfig::new(&p.issuer, RESOURCE).require_access_token_typ(true);
+    let strict = JwtValidator::new(config, Jwks::with_options(fetcher, fast()));
+    strict
+        .validate(&token)
+        .await
+        .expect("oidc-provider marks access tokens typ at+jwt");
 
     let claims = v.validate(&token).await.expect("a valid token is accepted");
     assert_eq!(claims.client_id.as_deref(), Some("gateway"));
