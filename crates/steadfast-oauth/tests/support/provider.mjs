@@ -1,0 +1,82 @@
+// A real OpenID provider (oidc-provider) for crates/steadfast-oauth/tests/oidc_provider.rs.
+//
+// Issues client-credentials access tokens: JWTs (RS256) for any https resource indicator, opaque
+// tokens for resources under https://opaque.test/ (for introspection). Keys are generated at
+// start; nothing secret is stored. The client secret comes from OIDC_CLIENT_SECRET.
+//
+// Test controls (plain HTTP, same port):
+//   POST /admin/rotate     add a new signing key (published first, so it signs from now on)
+//   POST /admin/drop-old   publish only the newest key
+//   POST /admin/hang-jwks  GET /jwks never answers from now on
+// Prints "READY <issuer>" on stdout once listening.
+import http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { generateKeyPair, exportJWK } from 'jose';
+import Provider from 'oidc-provider';
+
+const secret = process.env.OIDC_CLIENT_SECRET;
+if (!secret) throw new Error('OIDC_CLIENT_SECRET is required');
+const SCOPES = 'tools:read tools:write';
+
+async function newKey() {
+  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  return { ...(await exportJWK(privateKey)), kid: randomUUID(), alg: 'RS256', use: 'sig' };
+}
+
+let keys = [await newKey()];
+let hangJwks = false;
+let provider;
+
+function build(issuer) {
+  const p = new Provider(issuer, {
+    clients: [{
+      client_id: 'gateway',
+      client_secret: secret,
+      grant_types: ['client_credentials'],
+      redirect_uris: [],
+      response_types: [],
+      scope: SCOPES,
+    }],
+    jwks: { keys },
+    scopes: SCOPES.split(' '),
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      introspection: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => undefined,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx, resource) => ({
+          scope: SCOPES,
+          audience: resource,
+          accessTokenTTL: 300,
+          accessTokenFormat: resource.startsWith('https://opaque.test/') ? 'opaque' : 'jwt',
+          jwt: { sign: { alg: 'RS256' } },
+        }),
+      },
+    },
+  });
+  p.proxy = false;
+  return p;
+}
+
+const server = http.createServer(async (req, res) => {
+  if (req.method === 'POST' && req.url.startsWith('/admin/')) {
+    if (req.url === '/admin/rotate') keys = [await newKey(), ...keys];
+    else if (req.url === '/admin/drop-old') keys = keys.slice(0, 1);
+    else if (req.url === '/admin/hang-jwks') hangJwks = true;
+    provider = build(provider.issuer);
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ kids: keys.map((k) => k.kid) }));
+    return;
+  }
+  if (hangJwks && req.url.startsWith('/jwks')) return; // never answer
+  provider.callback()(req, res);
+});
+
+server.listen(0, '127.0.0.1', () => {
+  const issuer = `http://127.0.0.1:${server.address().port}`;
+  provider = build(issuer);
+  console.log(`READY ${issuer}`);
+});
