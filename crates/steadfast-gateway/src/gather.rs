@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::jsonrpc::{self, code};
 use crate::router::{Kind, MAX_NAMES, Relisted, Route};
 use crate::session::Session;
 use crate::upstream::{Params, Reply};
+use crate::wire::jsonrpc::{self, code};
+use crate::wire::methods::CHANGED;
 
 /// Most pages gathered from one upstream for one list.
 const MAX_PAGES: usize = 100;
@@ -27,13 +28,6 @@ const LISTS: [(&str, &str, &str); 4] = [
     ("prompts/list", "prompts", "prompts"),
     ("resources/list", "resources", "resources"),
     ("resources/templates/list", "resourceTemplates", "resources"),
-];
-
-/// What a client is told when an upstream missing from its lists comes back.
-pub(crate) const CHANGED: [&str; 3] = [
-    "notifications/tools/list_changed",
-    "notifications/prompts/list_changed",
-    "notifications/resources/list_changed",
 ];
 
 /// The longest a watcher waits between two looks at an upstream missing from a list.
@@ -401,7 +395,7 @@ impl Session {
                     method,
                     params.as_ref().map(Params::Value),
                     None,
-                    Some(&self.client),
+                    Some(&*self.client),
                 );
                 let reply = rx
                     .await

@@ -29,11 +29,11 @@ use tokio::sync::mpsc;
 
 use crate::client::Client;
 use crate::config::Config;
-use crate::framing::Frame;
-use crate::jsonrpc::{Envelope, Kind};
-use crate::outbound::Outbound;
 use crate::router::{Router, UpstreamSet};
 use crate::session::Session;
+use crate::wire::framing::Frame;
+use crate::wire::jsonrpc::{Envelope, Kind};
+use crate::wire::outbound::Outbound;
 
 /// How the HTTP front listens and whom it lets in.
 #[derive(Debug, Clone)]
@@ -519,7 +519,7 @@ impl Front {
             Ok((Kind::Request, _, Some(id))) if streamed => {
                 let cap = self.config.limits.max_queued_notifications;
                 let stream = session.client.open_stream(id, cap);
-                session.on_frame(crate::framing::one_line(Frame::Line(
+                session.on_frame(crate::wire::framing::one_line(Frame::Line(
                     bytes::BytesMut::from(&body[..]),
                 )));
                 return post_stream(session, id.clone(), stream).await;
@@ -529,7 +529,7 @@ impl Front {
             }
             _ => None,
         };
-        session.on_frame(crate::framing::one_line(Frame::Line(
+        session.on_frame(crate::wire::framing::one_line(Frame::Line(
             bytes::BytesMut::from(&body[..]),
         )));
         let Some((id, rx)) = waiting else {

@@ -20,21 +20,15 @@
 //! # }
 //! ```
 
-pub mod call_params;
 pub mod client;
 pub mod config;
-pub mod framing;
 mod gather;
 pub mod health;
 #[cfg(feature = "http")]
 pub mod http_front;
-pub mod jsonrpc;
 pub mod limits;
-mod memory;
 pub mod naming;
-pub mod outbound;
 pub mod router;
-pub mod sanitize;
 pub mod session;
 pub mod shared;
 mod stdio_front;
@@ -42,6 +36,7 @@ pub mod tasks;
 pub mod tool_call;
 pub mod tools;
 pub mod upstream;
+pub mod wire;
 
 pub use config::{Config, ConfigError};
 #[cfg(feature = "http")]

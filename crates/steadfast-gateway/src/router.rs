@@ -606,9 +606,9 @@ impl Router {
         }
         if !added.is_empty() || !removed.is_empty() {
             for c in &clients {
-                for method in crate::gather::CHANGED {
+                for method in crate::wire::methods::CHANGED {
                     c.out
-                        .push_notification(crate::jsonrpc::notification(method, None));
+                        .push_notification(crate::wire::jsonrpc::notification(method, None));
                 }
             }
         }

@@ -14,14 +14,14 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::call_params::CallParams;
 use crate::client::Client;
-use crate::framing::Frame;
-use crate::jsonrpc::{self, Envelope, Kind, Malformed, code};
 use crate::limits::Limits;
 use crate::router::{Route, Router};
 use crate::tools::Tools;
 use crate::upstream::{Params, Reply, Upstream};
+use crate::wire::call_params::CallParams;
+use crate::wire::framing::Frame;
+use crate::wire::jsonrpc::{self, Envelope, Kind, Malformed, code};
 
 /// A client session over the endpoint's upstreams.
 pub struct Session {
@@ -93,7 +93,7 @@ impl Drop for Registered {
             // A burst is over: give its memory back rather than keep the high-water mark.
             map.shrink_to_fit();
             drop(map);
-            crate::memory::release();
+            crate::wire::memory::release();
         }
     }
 }
@@ -543,7 +543,7 @@ impl Session {
             method,
             params.map(Params::Raw),
             progress,
-            Some(&self.client),
+            Some(&*self.client),
             stream,
         );
         let bound = upstream.settings().request_timeout;
@@ -652,7 +652,7 @@ pub(crate) fn sanitize_error_object(raw: &str) -> String {
         }
     }
     if let Some(data) = v.get_mut("data") {
-        crate::sanitize::sanitize_value(data);
+        crate::wire::sanitize::sanitize_value(data);
     }
     v.to_string()
 }

@@ -13,9 +13,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::client::Client;
 use crate::config::Config;
-use crate::framing::LineReader;
 use crate::router::{Router, UpstreamSet};
 use crate::session::Session;
+use crate::wire::framing::LineReader;
 
 /// Why the proxy stopped; [`Exit::code`] is the conventional exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

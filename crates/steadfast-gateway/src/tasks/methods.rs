@@ -11,8 +11,8 @@ use super::job::{HANDLER, Payload};
 use super::store::{TaskRow, status};
 use super::wire::{self, View, derive, task_json};
 use super::{Durable, owner_of};
-use crate::jsonrpc::{self, code};
 use crate::session::Session;
+use crate::wire::jsonrpc::{self, code};
 
 /// The methods served here.
 pub(crate) const METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];

@@ -16,7 +16,7 @@ use steadfast::{RetryPolicy, Rng};
 use tokio::time::Instant;
 
 use super::{LinkState, Reply, Upstream};
-use crate::jsonrpc;
+use crate::wire::jsonrpc;
 
 /// How an upstream is kept connected and how long things may take.
 #[derive(Debug, Clone)]
@@ -262,7 +262,7 @@ async fn serve(
             .increment(1);
         tracing::info!(upstream = %up.name, generation, "the upstream is back");
         for client in up.clients() {
-            client.out.push_notification(jsonrpc::notification(
+            client.push_notification(jsonrpc::notification(
                 "notifications/tools/list_changed",
                 None,
             ));
