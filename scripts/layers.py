@@ -29,6 +29,7 @@ LAYERS = [
     ["stdio_front", "http_front", "front"],
     [""],  # lib.rs
 ]
+REEXPORTS = {}
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
 
@@ -125,10 +126,21 @@ def paths(text):
     return found
 
 
+def reexports(mods):
+    """Names lib.rs re-exports (`pub use a::b::{X, Y}`), mapped to the path they stand for."""
+    out = {}
+    for m in re.finditer(r"pub\s+use\s+([^;]*);", strip(mods[()].read_text())):
+        for p in expand(m.group(1)):
+            out[p.split("::")[-1]] = p
+    return out
+
+
 def resolve(path, here, mods):
     segs = [s for s in path.split("::") if s]
     if segs[0] == "crate":
         base, segs = (), segs[1:]
+        if segs and segs[0] in REEXPORTS:
+            segs = REEXPORTS[segs[0]].split("::") + segs[1:]
     else:
         base = here
         while segs and segs[0] in ("super", "self"):
@@ -181,6 +193,7 @@ def name(mod):
 
 def main():
     mods = files()
+    REEXPORTS.update(reexports(mods))
     skip = test_only(mods)
     file_edges, top_edges, upward = {}, {}, []
     for mod, p in mods.items():

@@ -26,8 +26,6 @@ mod gather;
 pub mod health;
 #[cfg(feature = "http")]
 pub mod http_front;
-pub mod limits;
-pub mod naming;
 pub mod router;
 pub mod session;
 pub mod shared;
@@ -38,10 +36,10 @@ pub mod tools;
 pub mod upstream;
 pub mod wire;
 
+pub use config::limits::Limits;
 pub use config::{Config, ConfigError};
 #[cfg(feature = "http")]
 pub use http_front::{HttpOptions, serve_http};
-pub use limits::Limits;
 pub use router::{Router, UpstreamSet};
 pub use stdio_front::{Exit, Reload, serve_stdio, serve_stdio_with};
 pub use upstream::{DEPTH_VAR, MAX_DEPTH};

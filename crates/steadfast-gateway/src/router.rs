@@ -2,7 +2,7 @@
 //!
 //! With one upstream (`[upstream]`, `--`, or a single `mcpServers` entry) every name passes
 //! unchanged: the proxy stays a drop-in. With several, each upstream is a [`Route`]: its tools
-//! and prompts are listed under namespaced names (see [`crate::naming`]) and a call finds its
+//! and prompts are listed under namespaced names (see [`crate::wire::naming`]) and a call finds its
 //! upstream by the name; resources keep their URIs and are routed by the URIs each upstream
 //! listed. Every route has its own supervisor, breakers and budget, so one dead upstream costs
 //! the others nothing.
@@ -137,7 +137,7 @@ fn route(upstream: Arc<Upstream>, tools: Arc<Tools>, namespaced: bool) -> Arc<Ro
     Arc::new(Route {
         name: upstream.name.clone(),
         prefix: if namespaced {
-            crate::naming::prefix(&upstream.name)
+            crate::wire::naming::prefix(&upstream.name)
         } else {
             String::new()
         },
@@ -283,17 +283,17 @@ impl Router {
     /// way, else the alphabetically first); then the hashed form. The same answer whatever
     /// order the tools are listed in, so names stay stable across restarts.
     fn name_for(&self, route: &Route, sep: &str, original: &str, listed: &[String]) -> String {
-        let plain = crate::naming::exposed(&route.prefix, sep, original);
-        if crate::naming::is_clean(original) && plain.len() < crate::naming::MAX_NAME {
+        let plain = crate::wire::naming::exposed(&route.prefix, sep, original);
+        if crate::wire::naming::is_clean(original) && plain.len() < crate::wire::naming::MAX_NAME {
             return plain;
         }
         let beaten = listed.iter().any(|o| {
             o != original
-                && (crate::naming::is_clean(o) || o.as_str() < original)
-                && crate::naming::exposed(&route.prefix, sep, o) == plain
+                && (crate::wire::naming::is_clean(o) || o.as_str() < original)
+                && crate::wire::naming::exposed(&route.prefix, sep, o) == plain
         });
         if beaten {
-            crate::naming::hashed(&route.prefix, sep, original)
+            crate::wire::naming::hashed(&route.prefix, sep, original)
         } else {
             plain
         }
@@ -339,9 +339,11 @@ impl Router {
         match kind {
             Kind::Tool => self.name_for(route, sep, original, &route.upstream.listed_names()),
             Kind::Prompt => {
-                let plain = crate::naming::exposed(&route.prefix, sep, original);
+                let plain = crate::wire::naming::exposed(&route.prefix, sep, original);
                 match prompts.get(&plain) {
-                    Some(o) if o != original => crate::naming::hashed(&route.prefix, sep, original),
+                    Some(o) if o != original => {
+                        crate::wire::naming::hashed(&route.prefix, sep, original)
+                    }
                     _ => plain,
                 }
             }
@@ -488,7 +490,8 @@ impl Router {
                     return Err("no upstream: the set of upstreams is empty".to_owned());
                 }
                 let names: Vec<&str> = named.iter().map(|n| n.name.as_str()).collect();
-                if let Some((_, _, why)) = crate::naming::ambiguous(&names, &config.separator) {
+                if let Some((_, _, why)) = crate::wire::naming::ambiguous(&names, &config.separator)
+                {
                     return Err(why);
                 }
                 let routes = named

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
-use crate::limits::Limits;
+use crate::config::limits::Limits;
 use crate::router::{Route, Router};
 use crate::tools::Tools;
 use crate::upstream::{Params, Reply, Upstream};

@@ -12,7 +12,6 @@
 //! plugs in without touching the handler.
 
 mod attempt;
-mod config;
 mod job;
 mod methods;
 mod store;
@@ -28,7 +27,7 @@ use serde_json::Value;
 use steadfast::CancellationToken;
 use steadfast_jobs::{Clock, Jobs, SystemClock, WorkerConfig, WorkerHandle};
 
-pub use config::{RawTasks, TasksConfig};
+pub use crate::config::tasks::{RawTasks, TasksConfig};
 
 use crate::session::Session;
 use crate::tools::Tools;

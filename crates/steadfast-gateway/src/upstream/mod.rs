@@ -27,10 +27,10 @@ use steadfast_mcp::Upstream as UpstreamSpec;
 use tokio::sync::{Notify, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::config::settings::Settings;
 pub use downstream::Downstream;
 pub use link::Link;
 pub use stdio::DEPTH_VAR;
-pub use supervisor::Settings;
 
 /// How deeply proxies may wrap proxies before the next refuses to start (a config entry that
 /// wraps itself would otherwise fork without end).

@@ -9,5 +9,6 @@ pub mod framing;
 pub mod jsonrpc;
 pub(crate) mod memory;
 pub mod methods;
+pub mod naming;
 pub mod outbound;
 pub mod sanitize;

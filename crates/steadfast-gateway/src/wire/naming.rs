@@ -24,7 +24,7 @@ pub fn allowed(c: char) -> bool {
 /// An upstream's name as a prefix: characters clients refuse become `-`.
 ///
 /// ```
-/// assert_eq!(steadfast_gateway::naming::prefix("brave.search"), "brave-search");
+/// assert_eq!(steadfast_gateway::wire::naming::prefix("brave.search"), "brave-search");
 /// ```
 pub fn prefix(upstream: &str) -> String {
     upstream
@@ -62,7 +62,7 @@ pub fn check_upstream_name(name: &str) -> Result<(), String> {
 /// The first pair of upstream names whose prefixes make tool names ambiguous, with why.
 ///
 /// ```
-/// use steadfast_gateway::naming::ambiguous;
+/// use steadfast_gateway::wire::naming::ambiguous;
 /// assert!(ambiguous(&["a", "b"], "_").is_none());
 /// assert!(ambiguous(&["a", "a_b"], "_").is_some());
 /// assert!(ambiguous(&["a", "a_b"], "__").is_none());
@@ -93,7 +93,7 @@ pub fn ambiguous<S: AsRef<str>>(names: &[S], sep: &str) -> Option<(String, Strin
 /// The name clients see for `original` of the upstream with prefix `prefix`.
 ///
 /// ```
-/// use steadfast_gateway::naming::exposed;
+/// use steadfast_gateway::wire::naming::exposed;
 /// assert_eq!(exposed("github", "_", "create_issue"), "github_create_issue");
 /// assert_eq!(exposed("fs", "_", "files.read"), "fs_files_read");
 /// let long = exposed("fs", "_", &"x".repeat(100));
@@ -120,7 +120,7 @@ pub fn exposed(prefix: &str, sep: &str, original: &str) -> String {
 /// upstream's names: the plain form's start plus a hash of the original, always.
 ///
 /// ```
-/// use steadfast_gateway::naming::hashed;
+/// use steadfast_gateway::wire::naming::hashed;
 /// let n = hashed("c", "_", "get.file");
 /// assert!(n.starts_with("c_get_file-") && n.len() == "c_get_file-".len() + 8);
 /// ```
