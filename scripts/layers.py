@@ -24,7 +24,7 @@ LAYERS = [
     ["upstream"],
     ["naming", "shared", "tools", "router", "gather", "route"],
     ["tool_call", "call"],
-    ["health", "client", "session"],
+    ["session"],
     ["tasks"],
     ["stdio_front", "http_front", "front"],
     [""],  # lib.rs

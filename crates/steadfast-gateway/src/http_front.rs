@@ -27,10 +27,10 @@ use hyper::body::{Frame as BodyFrame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
-use crate::client::Client;
 use crate::config::Config;
 use crate::router::{Router, UpstreamSet};
 use crate::session::Session;
+use crate::session::client::Client;
 use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{Envelope, Kind};
 use crate::wire::outbound::Outbound;
@@ -493,7 +493,7 @@ impl Front {
                 let client = Client::new(limits.max_queued_notifications);
                 let s = Session::with_id(id, client, self.router.clone(), limits);
                 if let Some(d) = &self.durable {
-                    s.tasks.install(d.clone()); // [tasks]
+                    s.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
                 }
                 (s, true)
             }

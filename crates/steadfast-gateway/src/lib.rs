@@ -20,10 +20,7 @@
 //! # }
 //! ```
 
-pub mod client;
 pub mod config;
-mod gather;
-pub mod health;
 #[cfg(feature = "http")]
 pub mod http_front;
 pub mod router;
@@ -31,7 +28,6 @@ pub mod session;
 pub mod shared;
 mod stdio_front;
 pub mod tasks;
-pub mod tool_call;
 pub mod tools;
 pub mod upstream;
 pub mod wire;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crate::tools::Tools;
-use crate::upstream::Upstream;
+use crate::upstream::{Downstream, Upstream};
 
 /// Most names a route remembers per kind (tools, prompts) and URIs per upstream: an upstream
 /// that lists without end cannot grow the gateway's memory without end. Each complete list
@@ -117,7 +117,7 @@ pub struct Router {
     shared: crate::shared::Shared,
     /// The first client's `initialize` params and every client so far: an upstream added by a
     /// reload is started with them.
-    started: std::sync::Mutex<(Option<String>, Vec<std::sync::Weak<crate::client::Client>>)>,
+    started: std::sync::Mutex<(Option<String>, Vec<std::sync::Weak<dyn Downstream>>)>,
     /// Relists of every upstream's resources for a URI nobody listed.
     pub(crate) relist: RelistGate,
     /// The newest `logging/setLevel` params any client sent, with a serial: an upstream that
@@ -184,7 +184,7 @@ impl Router {
 
     /// Starts every upstream (once) with a client's `initialize` params, and sends what they
     /// send to `client` too.
-    pub fn start(&self, params: &str, client: &Arc<crate::client::Client>) {
+    pub fn start(&self, params: &str, client: Arc<dyn Downstream>) {
         {
             let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
             if started.0.is_none() {
@@ -192,12 +192,10 @@ impl Router {
             }
             started.1.retain(|c| c.strong_count() > 0);
             // A client that initializes again is still one client.
-            if !started
-                .1
-                .iter()
-                .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(client)))
-            {
-                started.1.push(Arc::downgrade(client));
+            // Compared by address alone: a vtable pointer may differ between codegen units.
+            let me = Arc::as_ptr(&client).cast::<()>();
+            if !started.1.iter().any(|c| c.as_ptr().cast::<()>() == me) {
+                started.1.push(Arc::downgrade(&client));
             }
         }
         for r in self.routes().iter() {
@@ -610,8 +608,7 @@ impl Router {
         if !added.is_empty() || !removed.is_empty() {
             for c in &clients {
                 for method in crate::wire::methods::CHANGED {
-                    c.out
-                        .push_notification(crate::wire::jsonrpc::notification(method, None));
+                    c.push_notification(crate::wire::jsonrpc::notification(method, None));
                 }
             }
         }
@@ -680,19 +677,6 @@ pub(crate) fn log_reload(router: &Router, new: crate::Config) {
             tracing::info!("config reloaded: policies, limits and budgets in force for new calls");
         }
         Err(why) => tracing::error!("config not reloaded (the old one stays): {why}"),
-    }
-}
-
-/// Durable tool calls find a tool's upstream the way live calls do.
-impl crate::tasks::Resolve for Router {
-    fn resolve(&self, tool: &str) -> Option<crate::tasks::Target> {
-        let (route, name) = Router::resolve(self, Kind::Tool, tool)?;
-        Some(crate::tasks::Target {
-            upstream: route.upstream.clone(),
-            tools: route.tools.clone(),
-            name: name.into_owned(),
-            key: tool.to_owned(),
-        })
     }
 }
 

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::client::Client;
 use crate::config::Config;
 use crate::router::{Router, UpstreamSet};
 use crate::session::Session;
+use crate::session::client::Client;
 use crate::wire::framing::LineReader;
 
 /// Why the proxy stopped; [`Exit::code`] is the conventional exit code.
@@ -92,11 +92,11 @@ pub async fn serve_stdio_with(
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let session = Session::new(client.clone(), router.clone(), limits);
     // [tasks] Durable tool calls, when some tool is `durable = true`.
-    if let Some(d) = crate::tasks::Durable::open(&config, router.clone())
+    let durable = crate::tasks::Durable::open(&config, router.clone())
         .await
-        .map_err(std::io::Error::other)?
-    {
-        session.tasks.install(d);
+        .map_err(std::io::Error::other)?;
+    if let Some(d) = &durable {
+        session.extend(crate::tasks::SessionTasks::new(d.clone()));
     }
 
     let out = client.out.clone();
@@ -138,7 +138,7 @@ pub async fn serve_stdio_with(
     tracing::info!(?exit, "stopping");
     reader.abort();
     session.cancel_all();
-    if let Some(d) = session.tasks.get() {
+    if let Some(d) = &durable {
         d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released
     }
     // Let the cancelled tasks drop their upstream requests (each sends a cancel upstream).

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use super::link::Transport;
 use super::{Link, LinkState, Settings, Upstream};
-use crate::client::Client;
+use crate::session::client::Client;
 use crate::wire::framing::Frame;
 
 const TIMEOUT: Duration = Duration::from_secs(5);

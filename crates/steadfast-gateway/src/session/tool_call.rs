@@ -54,7 +54,7 @@ pub async fn run(
     let name = &*name;
     let config = session.router.config();
     if config.health_tool.as_deref() == Some(name) {
-        let r = crate::health::result(session);
+        let r = crate::session::health::result(session);
         return Some(jsonrpc::result_response(id, &r.to_string()));
     }
     let Some((route, original)) = session.router.resolve(Kind::Tool, name) else {

@@ -37,7 +37,7 @@ impl Session {
     /// `initialize` with several upstreams: every one is started; the answer comes when all are
     /// connected or `list_timeout` has passed, from what is connected then.
     pub(crate) async fn initialize_all(self: &Arc<Self>, id: &str, params: &str) {
-        self.router.start(params, &self.client);
+        self.router.start(params, self.client.clone());
         let routes = self.router.routes().to_vec();
         let config = self.router.config();
         let init_timeout = config.upstream_settings().init_timeout;
@@ -113,7 +113,7 @@ impl Session {
                 );
             }
         }
-        let result = crate::tasks::on_initialize(self, params, merged_init(&connected).to_string());
+        let result = self.extend_initialize(params, merged_init(&connected).to_string());
         self.client
             .respond(id, jsonrpc::result_response(id, &result));
         self.client.mark_initialized();
@@ -352,8 +352,8 @@ impl Session {
         }
         let mut result = json!({ key: items });
         if method == "tools/list" {
-            crate::tasks::on_tools_list(self, &mut result);
-            if let Some(health) = crate::health::tool(&self.router.config()) {
+            self.extend_tools_list(&mut result);
+            if let Some(health) = crate::session::health::tool(&self.router.config()) {
                 if let Some(tools) = result["tools"].as_array_mut() {
                     tools.push(health);
                 }
