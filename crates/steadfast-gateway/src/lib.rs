@@ -21,21 +21,17 @@
 //! ```
 
 pub mod config;
-#[cfg(feature = "http")]
-pub mod http_front;
-pub mod router;
+mod front;
+pub mod route;
 pub mod session;
-pub mod shared;
-mod stdio_front;
 pub mod tasks;
-pub mod tools;
 pub mod upstream;
 pub mod wire;
 
 pub use config::limits::Limits;
 pub use config::{Config, ConfigError};
 #[cfg(feature = "http")]
-pub use http_front::{HttpOptions, serve_http};
-pub use router::{Router, UpstreamSet};
-pub use stdio_front::{Exit, Reload, serve_stdio, serve_stdio_with};
+pub use front::http::{HttpOptions, serve_http};
+pub use front::stdio::{Exit, Reload, serve_stdio, serve_stdio_with};
+pub use route::router::{Router, UpstreamSet};
 pub use upstream::{DEPTH_VAR, MAX_DEPTH};

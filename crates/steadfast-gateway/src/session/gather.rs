@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::router::{Kind, MAX_NAMES, Relisted, Route};
+use crate::route::router::{Kind, MAX_NAMES, Relisted, Route};
 use crate::session::Session;
 use crate::upstream::{Params, Reply};
 use crate::wire::jsonrpc::{self, code};
@@ -238,7 +238,7 @@ impl Session {
     /// The upstream for a resource URI. A client may read a URI it never listed (a tool's
     /// result links to it, or it was listed before a restart): then every upstream's resources
     /// are listed once more — one such relist at a time for the whole endpoint, at most one per
-    /// [`crate::router::RELIST_EVERY`] — and failing that the URI's scheme or the only upstream
+    /// [`crate::route::router::RELIST_EVERY`] — and failing that the URI's scheme or the only upstream
     /// offering resources decides.
     async fn route_resource(self: &Arc<Self>, uri: &str) -> Option<Arc<Route>> {
         if let Some(r) = self.router.route_uri(uri) {

@@ -21,9 +21,9 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::limits::Limits;
-use crate::router::{Route, Router};
+use crate::route::router::{Route, Router};
+use crate::route::tools::Tools;
 use crate::session::client::Client;
-use crate::tools::Tools;
 use crate::upstream::{Params, Reply, Upstream};
 use crate::wire::call_params::CallParams;
 use crate::wire::framing::Frame;

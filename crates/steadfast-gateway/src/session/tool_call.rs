@@ -15,7 +15,7 @@ use steadfast_mcp::{CallFailure, ToolCall, llm_error_result};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::router::Kind;
+use crate::route::router::Kind;
 use crate::session::Session;
 use crate::upstream::{Params, ProgressRoute, Reply};
 use crate::wire::call_params::CallParams;

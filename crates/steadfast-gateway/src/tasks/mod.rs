@@ -29,9 +29,9 @@ use steadfast_jobs::{Clock, Jobs, SystemClock, WorkerConfig, WorkerHandle};
 
 pub use crate::config::tasks::{RawTasks, TasksConfig};
 
+use crate::route::tools::Tools;
 use crate::session::Session;
 use crate::session::extension::Extension;
-use crate::tools::Tools;
 use crate::upstream::Upstream;
 use futures::future::BoxFuture;
 
@@ -56,9 +56,10 @@ pub trait Resolve: Send + Sync + 'static {
 }
 
 /// Durable tool calls find a tool's upstream the way live calls do.
-impl Resolve for crate::router::Router {
+impl Resolve for crate::route::router::Router {
     fn resolve(&self, tool: &str) -> Option<Target> {
-        let (route, name) = crate::router::Router::resolve(self, crate::router::Kind::Tool, tool)?;
+        let (route, name) =
+            crate::route::router::Router::resolve(self, crate::route::router::Kind::Tool, tool)?;
         Some(Target {
             upstream: route.upstream.clone(),
             tools: route.tools.clone(),

@@ -28,7 +28,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::router::{Router, UpstreamSet};
+use crate::route::router::{Router, UpstreamSet};
 use crate::session::Session;
 use crate::session::client::Client;
 use crate::wire::framing::Frame;
@@ -96,7 +96,7 @@ pub async fn serve_http(
     reload: Option<crate::Reload>,
 ) -> std::io::Result<crate::Exit> {
     let config = Arc::new(config);
-    let shared = crate::shared::Shared::connect(&config).await;
+    let shared = crate::route::shared::Shared::connect(&config).await;
     let router = Router::build(upstreams.into(), &config, &shared)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     // Upstreams start with the gateway, not at the first client's `initialize`: a readiness
@@ -160,7 +160,7 @@ pub async fn serve_http(
             _ = term.recv() => break crate::Exit::Signal(libc::SIGTERM),
             _ = int.recv() => break crate::Exit::Signal(libc::SIGINT),
             _ = hup.recv() => match reload.as_ref().map(|r| r()) {
-                Some(Ok(new)) => crate::router::log_reload(&front.router, new),
+                Some(Ok(new)) => crate::route::router::log_reload(&front.router, new),
                 Some(Err(errors)) => {
                     for e in errors {
                         tracing::error!("config not reloaded (the old one stays): {e}");

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::config::Config;
-use crate::router::{Router, UpstreamSet};
+use crate::route::router::{Router, UpstreamSet};
 use crate::session::Session;
 use crate::session::client::Client;
 use crate::wire::framing::LineReader;
@@ -87,7 +87,7 @@ pub async fn serve_stdio_with(
     let config = Arc::new(config);
     let limits = config.limits;
     let client = Client::new(limits.max_queued_notifications);
-    let shared = crate::shared::Shared::connect(&config).await;
+    let shared = crate::route::shared::Shared::connect(&config).await;
     let router = Router::build(upstreams.into(), &config, &shared)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let session = Session::new(client.clone(), router.clone(), limits);
@@ -124,7 +124,7 @@ pub async fn serve_stdio_with(
             _ = int.recv() => break Exit::Signal(libc::SIGINT),
             _ = hup.recv() => match &reload {
                 Some(reload) => match reload() {
-                    Ok(new) => crate::router::log_reload(&router, new),
+                    Ok(new) => crate::route::router::log_reload(&router, new),
                     Err(errors) => {
                         for e in errors {
                             tracing::error!("config not reloaded (the old one stays): {e}");

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use crate::tools::Tools;
+use crate::route::tools::Tools;
 use crate::upstream::{Downstream, Upstream};
 
 /// Most names a route remembers per kind (tools, prompts) and URIs per upstream: an upstream
@@ -114,7 +114,7 @@ pub struct Router {
     /// `None`: one upstream, names unchanged.
     separator: Option<String>,
     config: RwLock<Arc<crate::Config>>,
-    shared: crate::shared::Shared,
+    shared: crate::route::shared::Shared,
     /// The first client's `initialize` params and every client so far: an upstream added by a
     /// reload is started with them.
     started: std::sync::Mutex<(Option<String>, Vec<std::sync::Weak<dyn Downstream>>)>,
@@ -153,7 +153,7 @@ impl Router {
         routes: Vec<Arc<Route>>,
         separator: Option<String>,
         config: Arc<crate::Config>,
-        shared: crate::shared::Shared,
+        shared: crate::route::shared::Shared,
     ) -> Arc<Self> {
         Arc::new(Self {
             routes: RwLock::new(Arc::new(routes)),
@@ -470,7 +470,7 @@ impl Router {
     pub fn build(
         set: UpstreamSet,
         config: &Arc<crate::Config>,
-        shared: &crate::shared::Shared,
+        shared: &crate::route::shared::Shared,
     ) -> Result<Arc<Self>, String> {
         match set {
             UpstreamSet::One(spec) => {
@@ -509,7 +509,7 @@ impl Router {
     fn make_route(
         n: crate::config::NamedUpstream,
         config: &Arc<crate::Config>,
-        shared: &crate::shared::Shared,
+        shared: &crate::route::shared::Shared,
     ) -> Arc<Route> {
         let tools = Tools::for_upstream(&n.name, config.clone(), shared.clone());
         route(
@@ -692,7 +692,7 @@ mod tests {
             spec: steadfast_mcp::Upstream::command("true", Vec::<String>::new()),
             budget: None,
         }]);
-        let router = Router::build(set, &config, &crate::shared::Shared::default()).unwrap();
+        let router = Router::build(set, &config, &crate::route::shared::Shared::default()).unwrap();
         let route = router.first();
         let tools: Vec<_> = names.iter().map(|n| json!({"name": n})).collect();
         route.upstream.learn_tools(&json!({ "tools": tools }), true);
