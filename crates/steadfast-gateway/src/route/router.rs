@@ -106,6 +106,9 @@ pub enum Kind {
     Prompt,
 }
 
+/// A client the upstreams were started for (an upstream a reload adds is started for it too).
+type Started = std::sync::Weak<dyn Downstream>;
+
 /// The routes of one endpoint, shared by every session on it.
 pub struct Router {
     /// Replaced as a whole when a reload changes the set; a request works on the snapshot it
@@ -117,7 +120,7 @@ pub struct Router {
     shared: crate::route::shared::Shared,
     /// The first client's `initialize` params and every client so far: an upstream added by a
     /// reload is started with them.
-    started: std::sync::Mutex<(Option<String>, Vec<std::sync::Weak<dyn Downstream>>)>,
+    started: std::sync::Mutex<(Option<String>, Vec<Started>)>,
     /// Relists of every upstream's resources for a URI nobody listed.
     pub(crate) relist: RelistGate,
     /// The newest `logging/setLevel` params any client sent, with a serial: an upstream that

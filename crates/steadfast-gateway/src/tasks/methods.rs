@@ -200,7 +200,7 @@ pub(crate) async fn serve(
         .and_then(|p| serde_json::from_str(p).ok())
         .unwrap_or_else(|| json!({}));
     if method == "tasks/list" {
-        return list(&d, session, id, &p).await;
+        return list(d, session, id, &p).await;
     }
     let Some(task_id) = p.get("taskId").and_then(Value::as_str) else {
         return jsonrpc::error_response(
@@ -229,8 +229,8 @@ pub(crate) async fn serve(
             Ok(v) => jsonrpc::result_response(id, &task_json(&row, &v, d.poll_ms()).to_string()),
             Err(e) => store_error(id, e),
         },
-        "tasks/result" => result(&d, session, id, row).await,
-        _ => cancel(&d, id, row).await,
+        "tasks/result" => result(d, session, id, row).await,
+        _ => cancel(d, id, row).await,
     }
 }
 

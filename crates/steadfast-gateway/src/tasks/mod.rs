@@ -442,7 +442,7 @@ impl Extension for SessionTasks {
         }
         // A tool not listed yet, on an upstream that runs tool calls as tasks: whether it is one of
         // those is unknown, so the call goes to the upstream as it is rather than risk a wrap.
-        !(!target.upstream.lists(&target.name) && upstream_runs_task_calls(&target.upstream))
+        target.upstream.lists(&target.name) || !upstream_runs_task_calls(&target.upstream)
     }
 
     fn call<'a>(
