@@ -20,13 +20,13 @@
 //! # }
 //! ```
 
-pub mod config;
+pub(crate) mod config;
 mod front;
-pub mod route;
-pub mod session;
-pub mod tasks;
-pub mod upstream;
-pub mod wire;
+pub(crate) mod route;
+pub(crate) mod session;
+pub(crate) mod tasks;
+pub(crate) mod upstream;
+pub(crate) mod wire;
 
 pub use config::limits::Limits;
 pub use config::{Config, ConfigError};
@@ -34,4 +34,4 @@ pub use config::{Config, ConfigError};
 pub use front::http::{HttpOptions, serve_http};
 pub use front::stdio::{Exit, Reload, serve_stdio, serve_stdio_with};
 pub use route::router::{Router, UpstreamSet};
-pub use upstream::{DEPTH_VAR, MAX_DEPTH};
+pub use upstream::{DEPTH_VAR, MAX_DEPTH, check_depth};

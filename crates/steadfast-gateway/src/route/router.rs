@@ -207,7 +207,7 @@ impl Router {
     }
 
     /// Starts every upstream (once) before any client came, with the gateway's own
-    /// `initialize` params ([`gateway_init_params`]); clients that come later are added by
+    /// `initialize` params (`gateway_init_params`); clients that come later are added by
     /// [`Router::start`].
     pub fn start_early(&self) {
         let params = gateway_init_params();

@@ -199,8 +199,9 @@ impl Client {
         req.reply(line);
     }
 
-    /// Requests from servers awaiting this client now.
-    pub fn server_requests_waiting(&self) -> usize {
+    /// Requests from servers awaiting this client now (tests read it).
+    #[cfg(test)]
+    pub(crate) fn server_requests_waiting(&self) -> usize {
         self.server_requests.len()
     }
 

@@ -27,7 +27,7 @@ use serde_json::Value;
 use steadfast::CancellationToken;
 use steadfast_jobs::{Clock, Jobs, SystemClock, WorkerConfig, WorkerHandle};
 
-pub use crate::config::tasks::{RawTasks, TasksConfig};
+pub use crate::config::tasks::TasksConfig;
 
 use crate::route::tools::Tools;
 use crate::session::Session;
@@ -64,26 +64,6 @@ impl Resolve for crate::route::router::Router {
             upstream: route.upstream.clone(),
             tools: route.tools.clone(),
             name: name.into_owned(),
-            key: tool.to_owned(),
-        })
-    }
-}
-
-/// One upstream serving every tool (the stdio and HTTP fronts today).
-#[derive(Debug, Clone)]
-pub struct SingleUpstream {
-    /// The upstream.
-    pub upstream: Arc<Upstream>,
-    /// Its tools.
-    pub tools: Arc<Tools>,
-}
-
-impl Resolve for SingleUpstream {
-    fn resolve(&self, tool: &str) -> Option<Target> {
-        Some(Target {
-            upstream: self.upstream.clone(),
-            tools: self.tools.clone(),
-            name: tool.to_owned(),
             key: tool.to_owned(),
         })
     }

@@ -91,6 +91,7 @@ impl ServerRequests {
     }
 
     /// Entries now.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
