@@ -407,7 +407,7 @@ fn run_proxy(
         eprintln!("steadfast: {e}");
         ExitCode::FAILURE
     };
-    if let Err(e) = steadfast_gateway::upstream::check_depth() {
+    if let Err(e) = steadfast_gateway::check_depth() {
         return fail(&e);
     }
     let config_path = config.clone();

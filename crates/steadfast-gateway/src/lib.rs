@@ -20,33 +20,18 @@
 //! # }
 //! ```
 
-pub mod call_params;
-pub mod client;
-pub mod config;
-pub mod framing;
-mod gather;
-pub mod health;
-#[cfg(feature = "http")]
-pub mod http_front;
-pub mod jsonrpc;
-pub mod limits;
-mod memory;
-pub mod naming;
-pub mod outbound;
-pub mod router;
-pub mod sanitize;
-pub mod session;
-pub mod shared;
-mod stdio_front;
-pub mod tasks;
-pub mod tool_call;
-pub mod tools;
-pub mod upstream;
+pub(crate) mod config;
+mod front;
+pub(crate) mod route;
+pub(crate) mod session;
+pub(crate) mod tasks;
+pub(crate) mod upstream;
+pub(crate) mod wire;
 
+pub use config::limits::Limits;
 pub use config::{Config, ConfigError};
 #[cfg(feature = "http")]
-pub use http_front::{HttpOptions, serve_http};
-pub use limits::Limits;
-pub use router::{Router, UpstreamSet};
-pub use stdio_front::{Exit, Reload, serve_stdio, serve_stdio_with};
-pub use upstream::{DEPTH_VAR, MAX_DEPTH};
+pub use front::http::{HttpOptions, serve_http};
+pub use front::stdio::{Exit, Reload, serve_stdio, serve_stdio_with};
+pub use route::router::{Router, UpstreamSet};
+pub use upstream::{DEPTH_VAR, MAX_DEPTH, check_depth};

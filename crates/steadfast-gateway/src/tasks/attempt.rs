@@ -8,7 +8,7 @@ use steadfast_mcp::{CallFailure, ToolPolicy};
 use tokio::time::Instant;
 
 use super::Target;
-use crate::tool_call::{Answer, into_answer, sleep_until, timed_out};
+use crate::session::tool_call::{Answer, into_answer, sleep_until, timed_out};
 use crate::upstream::{Params, Reply};
 
 /// Sends `params` once; the answer, or why the attempt failed (an `isError` result the policy

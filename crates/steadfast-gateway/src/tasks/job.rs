@@ -202,7 +202,7 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
                 // A business failure goes to the model as the tool wrote it, sanitized.
                 (
                     status::FAILED,
-                    crate::sanitize::sanitize_error_result(&answer.raw),
+                    crate::wire::sanitize::sanitize_error_result(&answer.raw),
                 )
             } else {
                 (status::COMPLETED, answer.raw)

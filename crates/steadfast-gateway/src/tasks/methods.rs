@@ -10,9 +10,9 @@ use steadfast_jobs::JobOptions;
 use super::job::{HANDLER, Payload};
 use super::store::{TaskRow, status};
 use super::wire::{self, View, derive, task_json};
-use super::{Durable, owner_of};
-use crate::jsonrpc::{self, code};
+use super::{Durable, SessionTasks, owner_of};
 use crate::session::Session;
+use crate::wire::jsonrpc::{self, code};
 
 /// The methods served here.
 pub(crate) const METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
@@ -57,6 +57,7 @@ impl Durable {
     /// Answers a task-augmented `tools/call` with a task handle and queues its job.
     pub(crate) async fn create(
         &self,
+        tasks: &SessionTasks,
         session: &Arc<Session>,
         id: &str,
         mut params: Value,
@@ -148,7 +149,7 @@ impl Durable {
         }
         tracing::info!(task = %row.task_id, tool = %row.tool, "durable call queued");
         metrics::counter!("steadfast_tasks_created_total").increment(1);
-        session.tasks.remember(id, &row.task_id);
+        tasks.remember(id, &row.task_id);
         let view = View {
             status: status::WORKING,
             message: Some("queued".to_owned()),
@@ -189,19 +190,17 @@ impl Durable {
 
 /// Serves one `tasks/*` request; the line answering it.
 pub(crate) async fn serve(
+    d: &Durable,
     session: &Arc<Session>,
     id: &str,
     method: &str,
     params: Option<&str>,
 ) -> Vec<u8> {
-    let Some(d) = session.tasks.get().cloned() else {
-        return session.forward(id, method, params).await;
-    };
     let p: Value = params
         .and_then(|p| serde_json::from_str(p).ok())
         .unwrap_or_else(|| json!({}));
     if method == "tasks/list" {
-        return list(&d, session, id, &p).await;
+        return list(d, session, id, &p).await;
     }
     let Some(task_id) = p.get("taskId").and_then(Value::as_str) else {
         return jsonrpc::error_response(
@@ -230,8 +229,8 @@ pub(crate) async fn serve(
             Ok(v) => jsonrpc::result_response(id, &task_json(&row, &v, d.poll_ms()).to_string()),
             Err(e) => store_error(id, e),
         },
-        "tasks/result" => result(&d, session, id, row).await,
-        _ => cancel(&d, id, row).await,
+        "tasks/result" => result(d, session, id, row).await,
+        _ => cancel(d, id, row).await,
     }
 }
 
@@ -280,11 +279,8 @@ async fn result(d: &Durable, session: &Session, id: &str, mut row: TaskRow) -> V
 
 /// Cancels a task the client started with request `request` (its `notifications/cancelled`
 /// came after the task handle answered it).
-pub(crate) async fn cancel_by_request(d: &Durable, session: &Session, request: &str) {
-    let Some(task) = session.tasks.forget(request) else {
-        return;
-    };
-    if let Ok(Some(row)) = d.store().get(&task, d.shared.now()).await {
+pub(crate) async fn cancel_task(d: &Durable, task: &str) {
+    if let Ok(Some(row)) = d.store().get(task, d.shared.now()).await {
         let _ = cancel(d, "null", row).await;
     }
 }

@@ -12,7 +12,6 @@
 //! plugs in without touching the handler.
 
 mod attempt;
-mod config;
 mod job;
 mod methods;
 mod store;
@@ -28,11 +27,13 @@ use serde_json::Value;
 use steadfast::CancellationToken;
 use steadfast_jobs::{Clock, Jobs, SystemClock, WorkerConfig, WorkerHandle};
 
-pub use config::{RawTasks, TasksConfig};
+pub use crate::config::tasks::TasksConfig;
 
+use crate::route::tools::Tools;
 use crate::session::Session;
-use crate::tools::Tools;
+use crate::session::extension::Extension;
 use crate::upstream::Upstream;
+use futures::future::BoxFuture;
 
 /// Where a tool's calls go: the upstream, its per-tool state, and the tool's name there.
 #[derive(Debug, Clone)]
@@ -54,21 +55,15 @@ pub trait Resolve: Send + Sync + 'static {
     fn resolve(&self, tool: &str) -> Option<Target>;
 }
 
-/// One upstream serving every tool (the stdio and HTTP fronts today).
-#[derive(Debug, Clone)]
-pub struct SingleUpstream {
-    /// The upstream.
-    pub upstream: Arc<Upstream>,
-    /// Its tools.
-    pub tools: Arc<Tools>,
-}
-
-impl Resolve for SingleUpstream {
+/// Durable tool calls find a tool's upstream the way live calls do.
+impl Resolve for crate::route::router::Router {
     fn resolve(&self, tool: &str) -> Option<Target> {
+        let (route, name) =
+            crate::route::router::Router::resolve(self, crate::route::router::Kind::Tool, tool)?;
         Some(Target {
-            upstream: self.upstream.clone(),
-            tools: self.tools.clone(),
-            name: tool.to_owned(),
+            upstream: route.upstream.clone(),
+            tools: route.tools.clone(),
+            name: name.into_owned(),
             key: tool.to_owned(),
         })
     }
@@ -274,11 +269,11 @@ impl Clock for ClockRef {
     }
 }
 
-/// A session's view of the service: installed by the front, and whether this client knows
-/// tasks (so the server's task support is advertised to it).
-#[derive(Debug, Default)]
+/// A session's view of the service, installed by the front as the session's extension, and
+/// whether this client knows tasks (so the server's task support is advertised to it).
+#[derive(Debug)]
 pub struct SessionTasks {
-    durable: OnceLock<Arc<Durable>>,
+    durable: Arc<Durable>,
     client: AtomicBool,
     /// The tasks this session's `tools/call` requests created, by request id, newest last, so
     /// a `notifications/cancelled` for one cancels its task (at most `REMEMBERED`).
@@ -289,14 +284,13 @@ pub struct SessionTasks {
 const REMEMBERED: usize = 256;
 
 impl SessionTasks {
-    /// Installs the service for this session.
-    pub fn install(&self, durable: Arc<Durable>) {
-        let _ = self.durable.set(durable);
-    }
-
-    /// The service, if the config has durable tools.
-    pub fn get(&self) -> Option<&Arc<Durable>> {
-        self.durable.get()
+    /// The service for one session.
+    pub fn new(durable: Arc<Durable>) -> Arc<Self> {
+        Arc::new(Self {
+            durable,
+            client: AtomicBool::new(false),
+            requests: Mutex::default(),
+        })
     }
 
     fn remember(&self, request: &str, task: &str) {
@@ -324,133 +318,155 @@ fn owner_of(session: &Session) -> String {
     }
 }
 
-/// Session hook, `initialize`: for a client that knows tasks — it declared `capabilities.tasks`,
-/// or it speaks 2025-11-25 or later, where tasks are part of the protocol — the server's
-/// result gains the tasks capability (a requestor-only client, such as the Python SDK's, has
-/// nothing to declare: it asks per request, with `params.task`). Older clients see the
-/// server's result as it is. Starts the worker.
-pub(crate) fn on_initialize(session: &Session, params: &str, result: String) -> String {
-    let Some(d) = session.tasks.get() else {
-        return result;
-    };
-    d.start();
-    let declared = serde_json::from_str::<Value>(params).ok().is_some_and(|p| {
-        p.pointer("/capabilities/tasks")
-            .is_some_and(Value::is_object)
-            || p.get("protocolVersion")
-                .and_then(Value::as_str)
-                .is_some_and(|v| v >= "2025-11-25")
-    });
-    if !declared {
-        return result;
-    }
-    session.tasks.client.store(true, Ordering::Relaxed);
-    let Ok(mut v) = serde_json::from_str::<Value>(&result) else {
-        return result;
-    };
-    if let Some(caps) = v.get_mut("capabilities").and_then(Value::as_object_mut) {
-        let tasks = caps
-            .entry("tasks")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Some(t) = tasks.as_object_mut() {
-            t.entry("list").or_insert_with(|| serde_json::json!({}));
-            t.entry("cancel").or_insert_with(|| serde_json::json!({}));
-            let requests = t.entry("requests").or_insert_with(|| serde_json::json!({}));
-            if let Some(r) = requests.as_object_mut() {
-                let tools = r.entry("tools").or_insert_with(|| serde_json::json!({}));
-                if let Some(tools) = tools.as_object_mut() {
-                    tools.entry("call").or_insert_with(|| serde_json::json!({}));
-                }
-            }
+impl Extension for SessionTasks {
+    /// Session hook, `initialize`: for a client that knows tasks — it declared `capabilities.tasks`,
+    /// or it speaks 2025-11-25 or later, where tasks are part of the protocol — the server's
+    /// result gains the tasks capability (a requestor-only client, such as the Python SDK's, has
+    /// nothing to declare: it asks per request, with `params.task`). Older clients see the
+    /// server's result as it is. Starts the worker.
+    fn on_initialize(&self, _session: &Session, params: &str, result: String) -> String {
+        self.durable.start();
+        let declared = serde_json::from_str::<Value>(params).ok().is_some_and(|p| {
+            p.pointer("/capabilities/tasks")
+                .is_some_and(Value::is_object)
+                || p.get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| v >= "2025-11-25")
+        });
+        if !declared {
+            return result;
         }
-    }
-    v.to_string()
-}
-
-/// Session hook, `tools/list`: learns which tools the upstream runs as tasks itself, and (for
-/// a client that declared tasks) marks durable tools `execution.taskSupport = "optional"`.
-/// True when the page was changed.
-pub(crate) fn on_tools_list(session: &Session, page: &mut Value) -> bool {
-    let Some(d) = session.tasks.get() else {
-        return false;
-    };
-    let client = session.tasks.client.load(Ordering::Relaxed);
-    let mut changed = false;
-    let Some(tools) = page.get_mut("tools").and_then(Value::as_array_mut) else {
-        return false;
-    };
-    let mut own = d.upstream_tasks.write().unwrap_or_else(|e| e.into_inner());
-    for t in tools {
-        let Some(name) = t.get("name").and_then(Value::as_str).map(str::to_owned) else {
-            continue;
+        self.client.store(true, Ordering::Relaxed);
+        let Ok(mut v) = serde_json::from_str::<Value>(&result) else {
+            return result;
         };
-        let support = t
-            .pointer("/execution/taskSupport")
-            .and_then(Value::as_str)
-            .unwrap_or("forbidden");
-        if support != "forbidden" {
-            own.insert(name);
-            continue;
-        }
-        own.remove(&name);
-        let durable = d
-            .shared
-            .resolver
-            .resolve(&name)
-            .is_some_and(|t| t.tools.config().tool(&t.key).durable);
-        if client && durable {
-            if let Some(o) = t.as_object_mut() {
-                let exec = o
-                    .entry("execution")
-                    .or_insert_with(|| serde_json::json!({}));
-                if let Some(e) = exec.as_object_mut() {
-                    e.insert("taskSupport".into(), Value::String("optional".into()));
-                    changed = true;
+        if let Some(caps) = v.get_mut("capabilities").and_then(Value::as_object_mut) {
+            let tasks = caps
+                .entry("tasks")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(t) = tasks.as_object_mut() {
+                t.entry("list").or_insert_with(|| serde_json::json!({}));
+                t.entry("cancel").or_insert_with(|| serde_json::json!({}));
+                let requests = t.entry("requests").or_insert_with(|| serde_json::json!({}));
+                if let Some(r) = requests.as_object_mut() {
+                    let tools = r.entry("tools").or_insert_with(|| serde_json::json!({}));
+                    if let Some(tools) = tools.as_object_mut() {
+                        tools.entry("call").or_insert_with(|| serde_json::json!({}));
+                    }
                 }
             }
         }
+        v.to_string()
     }
-    changed
-}
 
-/// Session hook, `tools/call`: the service, when this call is to become a durable task (a
-/// task-augmented call — the client asked for a task — to a durable tool the upstream does not
-/// run as a task itself). Every other call is live, as before.
-pub(crate) fn durable_call(session: &Session, params: &Value) -> Option<Arc<Durable>> {
-    let d = session.tasks.get()?;
-    params.get("task").filter(|t| t.is_object())?;
-    let name = params.get("name").and_then(Value::as_str)?;
-    let target = d.shared.resolver.resolve(name)?;
-    if d.upstream_runs_tasks(name) || !target.tools.config().tool(&target.key).durable {
-        return None;
+    /// Session hook, `tools/list`: learns which tools the upstream runs as tasks itself, and (for
+    /// a client that declared tasks) marks durable tools `execution.taskSupport = "optional"`.
+    /// True when the page was changed.
+    fn on_tools_list(&self, _session: &Session, page: &mut Value) -> bool {
+        let d = &self.durable;
+        let client = self.client.load(Ordering::Relaxed);
+        let mut changed = false;
+        let Some(tools) = page.get_mut("tools").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let mut own = d.upstream_tasks.write().unwrap_or_else(|e| e.into_inner());
+        for t in tools {
+            let Some(name) = t.get("name").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            let support = t
+                .pointer("/execution/taskSupport")
+                .and_then(Value::as_str)
+                .unwrap_or("forbidden");
+            if support != "forbidden" {
+                own.insert(name);
+                continue;
+            }
+            own.remove(&name);
+            let durable = d
+                .shared
+                .resolver
+                .resolve(&name)
+                .is_some_and(|t| t.tools.config().tool(&t.key).durable);
+            if client && durable {
+                if let Some(o) = t.as_object_mut() {
+                    let exec = o
+                        .entry("execution")
+                        .or_insert_with(|| serde_json::json!({}));
+                    if let Some(e) = exec.as_object_mut() {
+                        e.insert("taskSupport".into(), Value::String("optional".into()));
+                        changed = true;
+                    }
+                }
+            }
+        }
+        changed
     }
-    // A tool not listed yet, on an upstream that runs tool calls as tasks: whether it is one of
-    // those is unknown, so the call goes to the upstream as it is rather than risk a wrap.
-    if !target.upstream.lists(&target.name) && upstream_runs_task_calls(&target.upstream) {
-        return None;
-    }
-    Some(d.clone())
-}
 
-/// Session hook, `notifications/cancelled` for request `id` (raw JSON): a durable call's
-/// request was answered with its task already, so the cancel applies to the task — its job
-/// and its attempt in flight (MCP 2025-11-25 asks clients to use `tasks/cancel`; both work).
-pub(crate) fn on_cancelled(session: &Arc<Session>, id: &str) {
-    let Some(d) = session.tasks.get().cloned() else {
-        return;
-    };
-    if session
-        .tasks
-        .requests
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .is_empty()
-    {
-        return;
+    /// Session hook, `tools/call`: the service, when this call is to become a durable task (a
+    /// task-augmented call — the client asked for a task — to a durable tool the upstream does not
+    /// run as a task itself). Every other call is live, as before.
+    fn claims_call(&self, _session: &Session, params: &Value) -> bool {
+        let d = &self.durable;
+        if !params.get("task").is_some_and(Value::is_object) {
+            return false;
+        }
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return false;
+        };
+        let Some(target) = d.shared.resolver.resolve(name) else {
+            return false;
+        };
+        if d.upstream_runs_tasks(name) || !target.tools.config().tool(&target.key).durable {
+            return false;
+        }
+        // A tool not listed yet, on an upstream that runs tool calls as tasks: whether it is one of
+        // those is unknown, so the call goes to the upstream as it is rather than risk a wrap.
+        target.upstream.lists(&target.name) || !upstream_runs_task_calls(&target.upstream)
     }
-    let session = session.clone();
-    let id = id.to_owned();
-    tokio::spawn(async move { methods::cancel_by_request(&d, &session, &id).await });
+
+    fn call<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        id: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Vec<u8>> {
+        Box::pin(self.durable.create(self, session, id, params))
+    }
+
+    fn serves(&self, method: &str) -> bool {
+        methods::METHODS.contains(&method)
+    }
+
+    fn serve<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        id: &'a str,
+        method: &'a str,
+        params: Option<&'a str>,
+    ) -> BoxFuture<'a, Vec<u8>> {
+        Box::pin(methods::serve(&self.durable, session, id, method, params))
+    }
+
+    /// Session hook, `notifications/cancelled` for request `id` (raw JSON): a durable call's
+    /// request was answered with its task already, so the cancel applies to the task — its job
+    /// and its attempt in flight (MCP 2025-11-25 asks clients to use `tasks/cancel`; both work).
+    fn on_cancelled(&self, session: &Arc<Session>, id: &str) {
+        let d = self.durable.clone();
+        if self
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            return;
+        }
+        let _ = session;
+        let Some(task) = self.forget(id) else {
+            return;
+        };
+        tokio::spawn(async move { methods::cancel_task(&d, &task).await });
+    }
 }
 
 fn upstream_runs_task_calls(upstream: &Upstream) -> bool {
@@ -462,10 +478,3 @@ fn upstream_runs_task_calls(upstream: &Upstream) -> bool {
                 .is_some()
         })
 }
-
-/// Session hook: whether `method` is served here (`tasks/*` while the store is open).
-pub(crate) fn serves(session: &Session, method: &str) -> bool {
-    session.tasks.get().is_some() && methods::METHODS.contains(&method)
-}
-
-pub(crate) use methods::serve;

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::link::{Link, Transport};
 use super::{Reply, Upstream};
-use crate::framing::Frame;
+use crate::wire::framing::Frame;
 
 const SESSION: &str = "mcp-session-id";
 const PROTOCOL: &str = "mcp-protocol-version";
@@ -161,7 +161,7 @@ impl Session {
     /// it (the streamable-HTTP transport relates a server's messages to a request that way).
     fn dispatch(&self, frame: Frame, related: Option<u64>) {
         if let (Some(up), Some(link)) = (self.up.upgrade(), self.link()) {
-            up.on_frame_related(&link, crate::framing::one_line(frame), related);
+            up.on_frame_related(&link, crate::wire::framing::one_line(frame), related);
         }
     }
 

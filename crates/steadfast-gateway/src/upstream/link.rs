@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc;
+use crate::wire::jsonrpc;
 
 pub(super) enum Transport {
     Stdio(mpsc::Sender<Vec<u8>>),

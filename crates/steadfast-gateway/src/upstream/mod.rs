@@ -7,6 +7,7 @@
 //! the request's own upstream id), so progress finds its request — and the client's token —
 //! without a second map.
 
+mod downstream;
 mod link;
 mod supervisor;
 mod task_owners;
@@ -26,9 +27,10 @@ use steadfast_mcp::Upstream as UpstreamSpec;
 use tokio::sync::{Notify, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::config::settings::Settings;
+pub use downstream::Downstream;
 pub use link::Link;
 pub use stdio::DEPTH_VAR;
-pub use supervisor::Settings;
 
 /// How deeply proxies may wrap proxies before the next refuses to start (a config entry that
 /// wraps itself would otherwise fork without end).
@@ -49,10 +51,9 @@ pub fn check_depth() -> Result<(), String> {
     Ok(())
 }
 
-use crate::client::Client;
-use crate::framing::Frame;
-use crate::jsonrpc::{self, Envelope, Kind, code};
-use crate::outbound::Outbound;
+use crate::wire::framing::Frame;
+use crate::wire::jsonrpc::{self, Envelope, Kind, code};
+use crate::wire::outbound::Outbound;
 
 /// How a reply came back (or did not).
 #[derive(Debug)]
@@ -76,7 +77,7 @@ pub enum Reply {
 #[derive(Debug, Clone)]
 pub struct ProgressRoute {
     /// The client's queue.
-    pub client: Arc<Client>,
+    pub client: Arc<dyn Downstream>,
     /// The client's own token, as raw JSON.
     pub token: Arc<str>,
     /// The highest progress relayed for this token (a retried attempt starts over, and MCP
@@ -144,7 +145,7 @@ pub struct Upstream {
     /// Both read on every call: a fast hasher, seeded per process (names are the server's).
     annotations: RwLock<HashMap<String, (bool, bool), foldhash::fast::RandomState>>,
     listed: RwLock<HashSet<String, foldhash::fast::RandomState>>,
-    clients: RwLock<Vec<std::sync::Weak<Client>>>,
+    clients: RwLock<Vec<std::sync::Weak<dyn Downstream>>>,
     /// The client that most recently sent a request here.
     /// Its serial; 0 for none.
     last_active: AtomicU64,
@@ -215,14 +216,13 @@ impl Upstream {
 
     /// Starts the supervisor once, initializing the server with the client's own
     /// `initialize` params (raw JSON) and sending what it sends to `client`.
-    pub fn start(self: &Arc<Self>, init_params: &str, client: Arc<Client>) {
+    pub fn start(self: &Arc<Self>, init_params: &str, client: Arc<dyn Downstream>) {
         {
             let mut clients = self.clients.write().unwrap_or_else(|e| e.into_inner());
             clients.retain(|c| c.strong_count() > 0);
-            if !clients
-                .iter()
-                .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(&client)))
-            {
+            // Compared by address alone: a vtable pointer may differ between codegen units.
+            let me = Arc::as_ptr(&client).cast::<()>();
+            if !clients.iter().any(|c| c.as_ptr().cast::<()>() == me) {
                 clients.push(Arc::downgrade(&client));
             }
         }
@@ -241,7 +241,7 @@ impl Upstream {
     }
 
     /// The live clients (notifications from the server go to each).
-    pub(crate) fn clients(&self) -> Vec<Arc<Client>> {
+    pub(crate) fn clients(&self) -> Vec<Arc<dyn Downstream>> {
         self.clients
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -538,13 +538,13 @@ impl Upstream {
         method: &str,
         params: Option<Params<'_>>,
         progress: Option<ProgressRoute>,
-        origin: Option<&Arc<Client>>,
+        origin: Option<&dyn Downstream>,
     ) -> (InFlight, oneshot::Receiver<Reply>) {
         self.call_related(link, method, params, progress, origin, None)
     }
 
     /// [`Upstream::call_from`] for a client request that has a stream of its own (`stream`,
-    /// see [`Client::request_stream`]): requests and logs the server relates to this call go
+    /// opened by the front): requests and logs the server relates to this call go
     /// on it.
     pub fn call_related(
         self: &Arc<Self>,
@@ -552,7 +552,7 @@ impl Upstream {
         method: &str,
         params: Option<Params<'_>>,
         progress: Option<ProgressRoute>,
-        origin: Option<&Arc<Client>>,
+        origin: Option<&dyn Downstream>,
         stream: Option<Arc<Outbound>>,
     ) -> (InFlight, oneshot::Receiver<Reply>) {
         let origin = origin.map(|c| c.serial());
@@ -781,7 +781,7 @@ impl Upstream {
                     }
                     None => {
                         for client in &clients {
-                            client.out.push_notification(line.clone());
+                            client.push_notification(line.clone());
                         }
                     }
                 }
@@ -797,9 +797,7 @@ impl Upstream {
                     if list_changed && !client.is_initialized() {
                         continue;
                     }
-                    client
-                        .out
-                        .push_notification(jsonrpc::notification(method, params));
+                    client.push_notification(jsonrpc::notification(method, params));
                 }
             }
         }
@@ -895,7 +893,7 @@ impl Upstream {
 
 /// Where a request from the server goes: a client, and the stream of its request the server
 /// is working on, if that request has one.
-type Target = (Arc<Client>, Option<Arc<Outbound>>);
+type Target = (Arc<dyn Downstream>, Option<Arc<Outbound>>);
 
 /// Our progress tokens are the request's upstream id, as a number.
 fn progress_id(token: &Value) -> Option<u64> {

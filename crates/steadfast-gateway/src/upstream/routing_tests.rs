@@ -9,8 +9,8 @@ use tokio::sync::mpsc;
 
 use super::link::Transport;
 use super::{Link, LinkState, Settings, Upstream};
-use crate::client::Client;
-use crate::framing::Frame;
+use crate::session::client::Client;
+use crate::wire::framing::Frame;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -37,7 +37,8 @@ fn client(up: &Arc<Upstream>) -> Arc<Client> {
 fn client_with_queue(up: &Arc<Upstream>, max_notifications: usize) -> Arc<Client> {
     let c = Client::new(max_notifications);
     let mut clients = up.clients.write().unwrap();
-    clients.push(Arc::downgrade(&c));
+    let d: Arc<dyn super::Downstream> = c.clone();
+    clients.push(Arc::downgrade(&d));
     c
 }
 
@@ -89,8 +90,8 @@ impl<F: std::future::Future> NowOrNever for F {}
 async fn a_related_request_goes_to_its_session_even_when_another_is_newer() {
     let (up, link, _rx) = upstream();
     let (a, b) = (client(&up), client(&up));
-    let (ga, _ra) = up.call_from(&link, "tools/call", None, None, Some(&a));
-    let (_gb, _rb) = up.call_from(&link, "tools/call", None, None, Some(&b));
+    let (ga, _ra) = up.call_from(&link, "tools/call", None, None, Some(&*a));
+    let (_gb, _rb) = up.call_from(&link, "tools/call", None, None, Some(&*b));
     server_asks(&up, &link, "s1", Some(ga.id()));
     let to_a = queued(&a);
     assert_eq!(to_a.len(), 1, "{to_a:?}");
@@ -103,14 +104,14 @@ async fn an_unrelated_request_goes_to_the_newest_call_then_to_the_last_active_se
     let (up, link, mut rx) = upstream();
     let (a, b) = (client(&up), client(&up));
     {
-        let (_ga, _ra) = up.call_from(&link, "tools/call", None, None, Some(&a));
-        let (_gb, _rb) = up.call_from(&link, "tools/call", None, None, Some(&b));
+        let (_ga, _ra) = up.call_from(&link, "tools/call", None, None, Some(&*a));
+        let (_gb, _rb) = up.call_from(&link, "tools/call", None, None, Some(&*b));
         server_asks(&up, &link, "s1", None);
         assert_eq!(queued(&b).len(), 1, "the newest call's session");
         assert!(queued(&a).is_empty());
     }
     // Nothing in flight now: the session that sent the last request.
-    let (ga, _ra) = up.call_from(&link, "ping", None, None, Some(&a));
+    let (ga, _ra) = up.call_from(&link, "ping", None, None, Some(&*a));
     drop(ga);
     sent(&mut rx);
     server_asks(&up, &link, "s2", None);
@@ -123,7 +124,7 @@ async fn a_request_related_to_an_ended_session_is_refused_not_misrouted() {
     let (up, link, mut rx) = upstream();
     let a = client(&up);
     let b = client(&up);
-    let (ga, _ra) = up.call_from(&link, "tools/call", None, None, Some(&a));
+    let (ga, _ra) = up.call_from(&link, "tools/call", None, None, Some(&*a));
     drop(a);
     server_asks(&up, &link, "s1", Some(ga.id()));
     assert!(queued(&b).is_empty());
@@ -240,7 +241,7 @@ async fn a_client_that_does_not_read_gets_no_more_than_its_queue_holds() {
 }
 
 /// What is queued on `q` now, parsed.
-fn drain(q: &crate::outbound::Outbound) -> Vec<Value> {
+fn drain(q: &crate::wire::outbound::Outbound) -> Vec<Value> {
     let mut out = Vec::new();
     while let Some(Some((line, _))) = q.next_message().now_or_never() {
         out.push(serde_json::from_slice(&line).unwrap());
@@ -265,7 +266,7 @@ async fn related_messages_go_on_the_requests_stream_while_it_is_open() {
         "tools/call",
         None,
         None,
-        Some(&a),
+        Some(&*a),
         Some(stream.clone()),
     );
     let related = Some(ga.id());
@@ -315,7 +316,7 @@ async fn a_full_request_stream_refuses_the_servers_request_at_once() {
         "tools/call",
         None,
         None,
-        Some(&a),
+        Some(&*a),
         Some(stream.clone()),
     );
     server_asks(&up, &link, "s1", Some(ga.id()));
@@ -328,7 +329,7 @@ async fn a_full_request_stream_refuses_the_servers_request_at_once() {
     assert_eq!(answers[0]["id"], "s2");
     assert_eq!(
         answers[0]["error"]["code"],
-        crate::jsonrpc::code::OVERLOADED
+        crate::wire::jsonrpc::code::OVERLOADED
     );
     assert_eq!(a.server_requests_waiting(), 1);
 }

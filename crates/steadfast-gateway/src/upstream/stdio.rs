@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::Upstream;
 use super::link::{Link, Transport};
-use crate::framing::LineReader;
+use crate::wire::framing::LineReader;
 
 /// The environment variable that counts how deeply proxies are nested.
 pub const DEPTH_VAR: &str = "STEADFAST_PROXY_DEPTH";

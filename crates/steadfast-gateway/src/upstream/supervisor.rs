@@ -15,51 +15,8 @@ use serde_json::Value;
 use steadfast::{RetryPolicy, Rng};
 use tokio::time::Instant;
 
-use super::{LinkState, Reply, Upstream};
-use crate::jsonrpc;
-
-/// How an upstream is kept connected and how long things may take.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The bound on a handshake (and on a client's `initialize` waiting for one).
-    pub init_timeout: Duration,
-    /// How long a call waits for a (re)starting upstream before it counts as not sent.
-    pub reconnect_wait: Duration,
-    /// Backoff for the first connection.
-    pub connect: RetryPolicy,
-    /// Backoff for restarts.
-    pub restart: RetryPolicy,
-    /// The largest message read from the upstream.
-    pub max_message_size: usize,
-    /// The bound on a forwarded request other than `tools/call`.
-    pub request_timeout: Duration,
-    /// A connection that lived this long was a good start: the failure count starts over.
-    pub stable_after: Duration,
-    /// Between closing a child's input, TERM and KILL.
-    pub shutdown_grace: Duration,
-    /// Messages queued toward the upstream.
-    pub max_queue: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            init_timeout: Duration::from_secs(25),
-            reconnect_wait: Duration::from_secs(10),
-            connect: steadfast_mcp::default_connect_policy(),
-            restart: steadfast_mcp::default_reconnect_policy(),
-            // The official SDKs read messages of any size; a file read through a filesystem
-            // server comes back twice (text and structured content), so 16 MiB refused a 9 MB
-            // file. Memory stays bounded: each reader holds at most one message of this size,
-            // and a relayed reply is held once until written.
-            max_message_size: 128 * 1024 * 1024,
-            request_timeout: Duration::from_secs(60),
-            stable_after: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(2),
-            max_queue: 4096,
-        }
-    }
-}
+use super::{LinkState, Reply, Settings, Upstream};
+use crate::wire::jsonrpc;
 
 enum Conn {
     Stdio(super::stdio::Process),
@@ -262,7 +219,7 @@ async fn serve(
             .increment(1);
         tracing::info!(upstream = %up.name, generation, "the upstream is back");
         for client in up.clients() {
-            client.out.push_notification(jsonrpc::notification(
+            client.push_notification(jsonrpc::notification(
                 "notifications/tools/list_changed",
                 None,
             ));

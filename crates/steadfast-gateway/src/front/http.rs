@@ -27,13 +27,13 @@ use hyper::body::{Frame as BodyFrame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
-use crate::client::Client;
 use crate::config::Config;
-use crate::framing::Frame;
-use crate::jsonrpc::{Envelope, Kind};
-use crate::outbound::Outbound;
-use crate::router::{Router, UpstreamSet};
+use crate::route::router::{Router, UpstreamSet};
 use crate::session::Session;
+use crate::session::client::Client;
+use crate::wire::framing::Frame;
+use crate::wire::jsonrpc::{Envelope, Kind};
+use crate::wire::outbound::Outbound;
 
 /// How the HTTP front listens and whom it lets in.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ pub async fn serve_http(
     reload: Option<crate::Reload>,
 ) -> std::io::Result<crate::Exit> {
     let config = Arc::new(config);
-    let shared = crate::shared::Shared::connect(&config).await;
+    let shared = crate::route::shared::Shared::connect(&config).await;
     let router = Router::build(upstreams.into(), &config, &shared)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     // Upstreams start with the gateway, not at the first client's `initialize`: a readiness
@@ -160,7 +160,7 @@ pub async fn serve_http(
             _ = term.recv() => break crate::Exit::Signal(libc::SIGTERM),
             _ = int.recv() => break crate::Exit::Signal(libc::SIGINT),
             _ = hup.recv() => match reload.as_ref().map(|r| r()) {
-                Some(Ok(new)) => crate::router::log_reload(&front.router, new),
+                Some(Ok(new)) => crate::route::router::log_reload(&front.router, new),
                 Some(Err(errors)) => {
                     for e in errors {
                         tracing::error!("config not reloaded (the old one stays): {e}");
@@ -493,7 +493,7 @@ impl Front {
                 let client = Client::new(limits.max_queued_notifications);
                 let s = Session::with_id(id, client, self.router.clone(), limits);
                 if let Some(d) = &self.durable {
-                    s.tasks.install(d.clone()); // [tasks]
+                    s.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
                 }
                 (s, true)
             }
@@ -519,7 +519,7 @@ impl Front {
             Ok((Kind::Request, _, Some(id))) if streamed => {
                 let cap = self.config.limits.max_queued_notifications;
                 let stream = session.client.open_stream(id, cap);
-                session.on_frame(crate::framing::one_line(Frame::Line(
+                session.on_frame(crate::wire::framing::one_line(Frame::Line(
                     bytes::BytesMut::from(&body[..]),
                 )));
                 return post_stream(session, id.clone(), stream).await;
@@ -529,7 +529,7 @@ impl Front {
             }
             _ => None,
         };
-        session.on_frame(crate::framing::one_line(Frame::Line(
+        session.on_frame(crate::wire::framing::one_line(Frame::Line(
             bytes::BytesMut::from(&body[..]),
         )));
         let Some((id, rx)) = waiting else {

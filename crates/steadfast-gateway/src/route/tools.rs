@@ -29,7 +29,7 @@ struct Policies {
     config: Arc<Config>,
     unlisted: Arc<ToolEntry>,
     budget: Option<RetryBudget>,
-    call_limit: Option<Arc<steadfast::CallLimit<crate::shared::Counter>>>,
+    call_limit: Option<Arc<steadfast::CallLimit<crate::route::shared::Counter>>>,
 }
 
 /// Every tool's state for one upstream.
@@ -43,7 +43,7 @@ pub struct Tools {
     breakers: Mutex<HashMap<String, CircuitBreaker>>,
     /// Per-tool metrics.
     pub metrics: Metrics,
-    shared: crate::shared::Shared,
+    shared: crate::route::shared::Shared,
 }
 
 impl std::fmt::Debug for Tools {
@@ -55,12 +55,12 @@ impl std::fmt::Debug for Tools {
 impl Tools {
     /// State for the tools configured in `config`, local to this process.
     pub fn new(config: Arc<Config>) -> Self {
-        Self::with_shared(config, crate::shared::Shared::default())
+        Self::with_shared(config, crate::route::shared::Shared::default())
     }
 
     /// State for the tools configured in `config`; breakers, the budget and call counts are
     /// shared through `shared` when it has a Redis.
-    pub fn with_shared(config: Arc<Config>, shared: crate::shared::Shared) -> Self {
+    pub fn with_shared(config: Arc<Config>, shared: crate::route::shared::Shared) -> Self {
         Self::for_upstream("upstream", config, shared)
     }
 
@@ -70,7 +70,7 @@ impl Tools {
     pub fn for_upstream(
         upstream: &str,
         config: Arc<Config>,
-        shared: crate::shared::Shared,
+        shared: crate::route::shared::Shared,
     ) -> Self {
         let policies = Self::policies(upstream, config, &shared);
         Self {
@@ -83,7 +83,11 @@ impl Tools {
         }
     }
 
-    fn policies(upstream: &str, config: Arc<Config>, shared: &crate::shared::Shared) -> Policies {
+    fn policies(
+        upstream: &str,
+        config: Arc<Config>,
+        shared: &crate::route::shared::Shared,
+    ) -> Policies {
         let own = config
             .upstreams
             .iter()
@@ -141,7 +145,7 @@ impl Tools {
     }
 
     /// The tool-call limit, if configured.
-    pub fn call_limit(&self) -> Option<Arc<steadfast::CallLimit<crate::shared::Counter>>> {
+    pub fn call_limit(&self) -> Option<Arc<steadfast::CallLimit<crate::route::shared::Counter>>> {
         self.current().call_limit.clone()
     }
 

@@ -109,7 +109,7 @@ impl RawTasks {
 
 #[cfg(test)]
 mod tests {
-    use crate::Config;
+    use crate::config::Config;
 
     #[test]
     fn durable_tools_and_the_tasks_table_are_read_and_checked() {

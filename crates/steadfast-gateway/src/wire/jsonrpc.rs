@@ -14,8 +14,6 @@ use serde_json::value::RawValue;
 
 /// JSON-RPC error codes the proxy answers with.
 pub mod code {
-    /// The message is not valid JSON.
-    pub const PARSE_ERROR: i64 = -32700;
     /// Not a valid JSON-RPC 2.0 request.
     pub const INVALID_REQUEST: i64 = -32600;
     /// Valid JSON-RPC, invalid parameters.

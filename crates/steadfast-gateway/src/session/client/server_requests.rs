@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use tokio::task::AbortHandle;
 
-use crate::outbound::Outbound;
 use crate::upstream::Upstream;
+use crate::wire::outbound::Outbound;
 
 /// Requests from servers awaiting one client's answer, at most this many at once.
 pub(crate) const MAX_SERVER_REQUESTS: usize = 256;
@@ -91,6 +91,7 @@ impl ServerRequests {
     }
 
     /// Entries now.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::client::Client;
 use crate::config::Config;
-use crate::framing::LineReader;
-use crate::router::{Router, UpstreamSet};
+use crate::route::router::{Router, UpstreamSet};
 use crate::session::Session;
+use crate::session::client::Client;
+use crate::wire::framing::LineReader;
 
 /// Why the proxy stopped; [`Exit::code`] is the conventional exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,16 +87,16 @@ pub async fn serve_stdio_with(
     let config = Arc::new(config);
     let limits = config.limits;
     let client = Client::new(limits.max_queued_notifications);
-    let shared = crate::shared::Shared::connect(&config).await;
+    let shared = crate::route::shared::Shared::connect(&config).await;
     let router = Router::build(upstreams.into(), &config, &shared)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let session = Session::new(client.clone(), router.clone(), limits);
     // [tasks] Durable tool calls, when some tool is `durable = true`.
-    if let Some(d) = crate::tasks::Durable::open(&config, router.clone())
+    let durable = crate::tasks::Durable::open(&config, router.clone())
         .await
-        .map_err(std::io::Error::other)?
-    {
-        session.tasks.install(d);
+        .map_err(std::io::Error::other)?;
+    if let Some(d) = &durable {
+        session.extend(crate::tasks::SessionTasks::new(d.clone()));
     }
 
     let out = client.out.clone();
@@ -124,7 +124,7 @@ pub async fn serve_stdio_with(
             _ = int.recv() => break Exit::Signal(libc::SIGINT),
             _ = hup.recv() => match &reload {
                 Some(reload) => match reload() {
-                    Ok(new) => crate::router::log_reload(&router, new),
+                    Ok(new) => crate::route::router::log_reload(&router, new),
                     Err(errors) => {
                         for e in errors {
                             tracing::error!("config not reloaded (the old one stays): {e}");
@@ -138,7 +138,7 @@ pub async fn serve_stdio_with(
     tracing::info!(?exit, "stopping");
     reader.abort();
     session.cancel_all();
-    if let Some(d) = session.tasks.get() {
+    if let Some(d) = &durable {
         d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released
     }
     // Let the cancelled tasks drop their upstream requests (each sends a cancel upstream).

@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::jsonrpc::{self, code};
-use crate::router::{Kind, MAX_NAMES, Relisted, Route};
+use crate::route::router::{Kind, MAX_NAMES, Relisted, Route};
 use crate::session::Session;
 use crate::upstream::{Params, Reply};
+use crate::wire::jsonrpc::{self, code};
+use crate::wire::methods::CHANGED;
 
 /// Most pages gathered from one upstream for one list.
 const MAX_PAGES: usize = 100;
@@ -29,13 +30,6 @@ const LISTS: [(&str, &str, &str); 4] = [
     ("resources/templates/list", "resourceTemplates", "resources"),
 ];
 
-/// What a client is told when an upstream missing from its lists comes back.
-pub(crate) const CHANGED: [&str; 3] = [
-    "notifications/tools/list_changed",
-    "notifications/prompts/list_changed",
-    "notifications/resources/list_changed",
-];
-
 /// The longest a watcher waits between two looks at an upstream missing from a list.
 const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -43,7 +37,7 @@ impl Session {
     /// `initialize` with several upstreams: every one is started; the answer comes when all are
     /// connected or `list_timeout` has passed, from what is connected then.
     pub(crate) async fn initialize_all(self: &Arc<Self>, id: &str, params: &str) {
-        self.router.start(params, &self.client);
+        self.router.start(params, self.client.clone());
         let routes = self.router.routes().to_vec();
         let config = self.router.config();
         let init_timeout = config.upstream_settings().init_timeout;
@@ -119,7 +113,7 @@ impl Session {
                 );
             }
         }
-        let result = crate::tasks::on_initialize(self, params, merged_init(&connected).to_string());
+        let result = self.extend_initialize(params, merged_init(&connected).to_string());
         self.client
             .respond(id, jsonrpc::result_response(id, &result));
         self.client.mark_initialized();
@@ -244,7 +238,7 @@ impl Session {
     /// The upstream for a resource URI. A client may read a URI it never listed (a tool's
     /// result links to it, or it was listed before a restart): then every upstream's resources
     /// are listed once more — one such relist at a time for the whole endpoint, at most one per
-    /// [`crate::router::RELIST_EVERY`] — and failing that the URI's scheme or the only upstream
+    /// [`crate::route::router::RELIST_EVERY`] — and failing that the URI's scheme or the only upstream
     /// offering resources decides.
     async fn route_resource(self: &Arc<Self>, uri: &str) -> Option<Arc<Route>> {
         if let Some(r) = self.router.route_uri(uri) {
@@ -358,8 +352,8 @@ impl Session {
         }
         let mut result = json!({ key: items });
         if method == "tools/list" {
-            crate::tasks::on_tools_list(self, &mut result);
-            if let Some(health) = crate::health::tool(&self.router.config()) {
+            self.extend_tools_list(&mut result);
+            if let Some(health) = crate::session::health::tool(&self.router.config()) {
                 if let Some(tools) = result["tools"].as_array_mut() {
                     tools.push(health);
                 }
@@ -401,7 +395,7 @@ impl Session {
                     method,
                     params.as_ref().map(Params::Value),
                     None,
-                    Some(&self.client),
+                    Some(&*self.client),
                 );
                 let reply = rx
                     .await

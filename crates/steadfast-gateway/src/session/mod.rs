@@ -6,6 +6,12 @@
 //! sends is answered: by the server, by the proxy's own error when the server cannot answer in
 //! time, or with a JSON-RPC error naming what was wrong with it.
 
+pub mod client;
+pub(crate) mod extension;
+mod gather;
+pub mod health;
+pub mod tool_call;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,14 +20,14 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::call_params::CallParams;
-use crate::client::Client;
-use crate::framing::Frame;
-use crate::jsonrpc::{self, Envelope, Kind, Malformed, code};
-use crate::limits::Limits;
-use crate::router::{Route, Router};
-use crate::tools::Tools;
+use crate::config::limits::Limits;
+use crate::route::router::{Route, Router};
+use crate::route::tools::Tools;
+use crate::session::client::Client;
 use crate::upstream::{Params, Reply, Upstream};
+use crate::wire::call_params::CallParams;
+use crate::wire::framing::Frame;
+use crate::wire::jsonrpc::{self, Envelope, Kind, Malformed, code};
 
 /// A client session over the endpoint's upstreams.
 pub struct Session {
@@ -44,8 +50,9 @@ pub struct Session {
     /// Set when this session's `initialize` is accepted (before its answer): requests after it
     /// wait for the upstreams rather than being refused, whatever the scheduling.
     initialized: AtomicBool,
-    /// `[tasks]` Durable tool calls, when the config has durable tools (`crate::tasks`).
-    pub tasks: crate::tasks::SessionTasks,
+    /// The extension installed by the front (durable tool calls, when the config has
+    /// durable tools), if any.
+    extension: std::sync::OnceLock<Arc<dyn crate::session::extension::Extension>>,
     /// Requests in flight by client id: a serial (so a finished task never removes a newer
     /// request that reused its id) and the request's cancellation.
     /// (Keyed by the id shared with the request's task: one allocation per request. Ids are
@@ -93,12 +100,36 @@ impl Drop for Registered {
             // A burst is over: give its memory back rather than keep the high-water mark.
             map.shrink_to_fit();
             drop(map);
-            crate::memory::release();
+            crate::wire::memory::release();
         }
     }
 }
 
 impl Session {
+    /// Installs the front's extension for this session (once; a second is ignored).
+    pub(crate) fn extend(&self, extension: Arc<dyn crate::session::extension::Extension>) {
+        let _ = self.extension.set(extension);
+    }
+
+    /// The installed extension, if any.
+    pub(crate) fn extension(&self) -> Option<&Arc<dyn crate::session::extension::Extension>> {
+        self.extension.get()
+    }
+
+    /// The `initialize` result as the extension amends it.
+    pub(crate) fn extend_initialize(&self, params: &str, result: String) -> String {
+        match self.extension() {
+            Some(x) => x.on_initialize(self, params, result),
+            None => result,
+        }
+    }
+
+    /// A `tools/list` page as the extension amends it; true when it changed it.
+    pub(crate) fn extend_tools_list(&self, page: &mut Value) -> bool {
+        self.extension()
+            .is_some_and(|x| x.on_tools_list(self, page))
+    }
+
     /// A session for `client` over `upstream`.
     pub fn new(client: Arc<Client>, router: Arc<Router>, limits: Limits) -> Arc<Self> {
         let nanos = std::time::SystemTime::now()
@@ -128,7 +159,7 @@ impl Session {
             closed: CancellationToken::new(),
             watching: Mutex::default(),
             initialized: AtomicBool::new(false),
-            tasks: Default::default(), // [tasks]
+            extension: std::sync::OnceLock::new(),
             in_flight: Mutex::default(),
             serial: std::sync::atomic::AtomicU64::new(0),
             warned_garbage: AtomicBool::new(false),
@@ -361,17 +392,17 @@ impl Session {
                 };
                 let me = self.clone();
                 let id = reg.id.clone();
-                // [tasks] A task-augmented call to a durable tool: a task handle at once.
-                // (Params with a `task` member are always decoded.)
-                let durable = match &params {
-                    CallParams::Value(v) => crate::tasks::durable_call(self, v),
+                // A call the extension claims (a task-augmented call to a durable tool: a task
+                // handle at once). (Params with a `task` member are always decoded.)
+                let claimed = match &params {
+                    CallParams::Value(v) => self.extension().filter(|x| x.claims_call(self, v)),
                     CallParams::Raw { .. } => None,
                 };
-                let params = match (durable, params) {
-                    (Some(d), CallParams::Value(params)) => {
+                let params = match (claimed.cloned(), params) {
+                    (Some(x), CallParams::Value(params)) => {
                         tokio::spawn(async move {
                             let _reg = reg;
-                            me.client.respond(&id, d.create(&me, &id, params).await);
+                            me.client.respond(&id, x.call(&me, &id, params).await);
                         });
                         return;
                     }
@@ -381,7 +412,8 @@ impl Session {
                 // layers four times; a pointer moves cheaply.
                 tokio::spawn(Box::pin(async move {
                     let _reg = reg;
-                    if let Some(line) = crate::tool_call::run(&me, &id, params, &ct).await {
+                    if let Some(line) = crate::session::tool_call::run(&me, &id, params, &ct).await
+                    {
                         me.client.respond(&id, line);
                     }
                 }));
@@ -394,13 +426,18 @@ impl Session {
                 let id = reg.id.clone();
                 let method = method.to_owned();
                 let params = env.params.map(|p| p.get().to_owned());
-                // [tasks] tasks/* served from the durable store while it is open.
-                let ours = crate::tasks::serves(self, &method);
+                // Methods the extension serves (tasks/* from the durable store while it is open).
+                let ours = self.extension().filter(|x| x.serves(&method)).cloned();
                 tokio::spawn(async move {
                     let _reg = reg;
+                    let answer = async {
+                        match &ours {
+                            Some(x) => x.serve(&me, &id, &method, params.as_deref()).await,
+                            None => me.forward(&id, &method, params.as_deref()).await,
+                        }
+                    };
                     tokio::select! {
-                        line = crate::tasks::serve(&me, &id, &method, params.as_deref()), if ours => me.client.respond(&id, line),
-                        line = me.forward(&id, &method, params.as_deref()), if !ours => me.client.respond(&id, line),
+                        line = answer => me.client.respond(&id, line),
                         // A cancelled request is not answered (MCP); dropping the forward
                         // cancels it upstream.
                         _ = ct.cancelled() => {}
@@ -412,7 +449,7 @@ impl Session {
 
     async fn initialize(self: &Arc<Self>, id: &str, params: &str) {
         let (upstream, tools) = (self.upstream(), self.tools());
-        self.router.start(params, &self.client);
+        self.router.start(params, self.client.clone());
         let bound = upstream.settings().init_timeout;
         match upstream.wait_connected(bound).await {
             Ok(()) => {
@@ -444,7 +481,7 @@ impl Session {
                 }
                 let result = upstream.init_result().unwrap_or_else(|| "{}".to_owned());
                 let result = self.adjust_init_result(result);
-                let result = crate::tasks::on_initialize(self, params, result); // [tasks]
+                let result = self.extend_initialize(params, result);
                 self.client
                     .respond(id, jsonrpc::result_response(id, &result));
                 self.client.mark_initialized();
@@ -543,7 +580,7 @@ impl Session {
             method,
             params.map(Params::Raw),
             progress,
-            Some(&self.client),
+            Some(&*self.client),
             stream,
         );
         let bound = upstream.settings().request_timeout;
@@ -594,16 +631,19 @@ impl Session {
             .and_then(|p| serde_json::from_str::<Value>(p).ok())
             .is_none_or(|p| p.get("cursor").is_none());
         self.upstream().learn_tools(&v, first_page);
-        let changed = crate::tasks::on_tools_list(self, &mut v); // [tasks]
+        let changed = self.extend_tools_list(&mut v);
         let last_page = v.get("nextCursor").is_none_or(Value::is_null);
-        match (last_page, crate::health::tool(&self.router.config())) {
+        match (
+            last_page,
+            crate::session::health::tool(&self.router.config()),
+        ) {
             (true, Some(health)) => {
                 if let Some(tools) = v.get_mut("tools").and_then(Value::as_array_mut) {
                     tools.push(health);
                 }
                 v.to_string()
             }
-            _ if changed => v.to_string(), // [tasks]
+            _ if changed => v.to_string(),
             _ => result.to_owned(),
         }
     }
@@ -617,7 +657,9 @@ impl Session {
                 };
                 let Some(id) = v.get("requestId") else { return };
                 let id = id.to_string();
-                crate::tasks::on_cancelled(self, &id); // [tasks]
+                if let Some(x) = self.extension() {
+                    x.on_cancelled(self, &id);
+                }
                 self.cancel_request(&id);
             }
             // The proxy completed the server's handshake itself.
@@ -652,7 +694,7 @@ pub(crate) fn sanitize_error_object(raw: &str) -> String {
         }
     }
     if let Some(data) = v.get_mut("data") {
-        crate::sanitize::sanitize_value(data);
+        crate::wire::sanitize::sanitize_value(data);
     }
     v.to_string()
 }

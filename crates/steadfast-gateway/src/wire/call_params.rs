@@ -77,17 +77,19 @@ impl CallParams {
         }
     }
 
-    /// Decoded params, if they are an object with a string `name`.
-    fn decoded(v: Value) -> Option<Self> {
-        (v.is_object() && v.get("name").is_some_and(Value::is_string)).then_some(Self::Value(v))
-    }
-
-    /// The tool's name, as the client sent it.
-    pub fn name(&self) -> &str {
+    /// The tool's name, as the client sent it (tests read it; the session reads it from the
+    /// scan).
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> &str {
         match self {
             Self::Value(v) => v.get("name").and_then(Value::as_str).unwrap_or_default(),
             Self::Raw { text, name } => &text[name.clone()],
         }
+    }
+
+    /// Decoded params, if they are an object with a string `name`.
+    fn decoded(v: Value) -> Option<Self> {
+        (v.is_object() && v.get("name").is_some_and(Value::is_string)).then_some(Self::Value(v))
     }
 }
 

@@ -15,11 +15,11 @@ use steadfast_mcp::{CallFailure, ToolCall, llm_error_result};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::call_params::CallParams;
-use crate::jsonrpc;
-use crate::router::Kind;
+use crate::route::router::Kind;
 use crate::session::Session;
 use crate::upstream::{Params, ProgressRoute, Reply};
+use crate::wire::call_params::CallParams;
+use crate::wire::jsonrpc;
 
 /// A raw result and whether it says `isError: true`.
 pub(crate) struct Answer {
@@ -54,7 +54,7 @@ pub async fn run(
     let name = &*name;
     let config = session.router.config();
     if config.health_tool.as_deref() == Some(name) {
-        let r = crate::health::result(session);
+        let r = crate::session::health::result(session);
         return Some(jsonrpc::result_response(id, &r.to_string()));
     }
     let Some((route, original)) = session.router.resolve(Kind::Tool, name) else {
@@ -146,7 +146,7 @@ pub async fn run(
                         "tools/call",
                         Some(params),
                         route,
-                        Some(&session.client),
+                        Some(&*session.client),
                         stream.clone(),
                     );
                     let started = Instant::now();
@@ -199,7 +199,7 @@ pub async fn run(
         return None;
     }
     let result = match outcome {
-        Ok(a) if a.is_error => crate::sanitize::sanitize_error_result(&a.raw),
+        Ok(a) if a.is_error => crate::wire::sanitize::sanitize_error_result(&a.raw),
         Ok(a) => a.raw,
         Err(llm)
             if llm.code == steadfast::LlmErrorCode::ToolCallLimit

@@ -2,7 +2,7 @@
 //!
 //! With one upstream (`[upstream]`, `--`, or a single `mcpServers` entry) every name passes
 //! unchanged: the proxy stays a drop-in. With several, each upstream is a [`Route`]: its tools
-//! and prompts are listed under namespaced names (see [`crate::naming`]) and a call finds its
+//! and prompts are listed under namespaced names (see [`crate::wire::naming`]) and a call finds its
 //! upstream by the name; resources keep their URIs and are routed by the URIs each upstream
 //! listed. Every route has its own supervisor, breakers and budget, so one dead upstream costs
 //! the others nothing.
@@ -13,8 +13,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use crate::tools::Tools;
-use crate::upstream::Upstream;
+use crate::route::tools::Tools;
+use crate::upstream::{Downstream, Upstream};
 
 /// Most names a route remembers per kind (tools, prompts) and URIs per upstream: an upstream
 /// that lists without end cannot grow the gateway's memory without end. Each complete list
@@ -106,6 +106,9 @@ pub enum Kind {
     Prompt,
 }
 
+/// A client the upstreams were started for (an upstream a reload adds is started for it too).
+type Started = std::sync::Weak<dyn Downstream>;
+
 /// The routes of one endpoint, shared by every session on it.
 pub struct Router {
     /// Replaced as a whole when a reload changes the set; a request works on the snapshot it
@@ -114,10 +117,10 @@ pub struct Router {
     /// `None`: one upstream, names unchanged.
     separator: Option<String>,
     config: RwLock<Arc<crate::Config>>,
-    shared: crate::shared::Shared,
+    shared: crate::route::shared::Shared,
     /// The first client's `initialize` params and every client so far: an upstream added by a
     /// reload is started with them.
-    started: std::sync::Mutex<(Option<String>, Vec<std::sync::Weak<crate::client::Client>>)>,
+    started: std::sync::Mutex<(Option<String>, Vec<Started>)>,
     /// Relists of every upstream's resources for a URI nobody listed.
     pub(crate) relist: RelistGate,
     /// The newest `logging/setLevel` params any client sent, with a serial: an upstream that
@@ -137,7 +140,7 @@ fn route(upstream: Arc<Upstream>, tools: Arc<Tools>, namespaced: bool) -> Arc<Ro
     Arc::new(Route {
         name: upstream.name.clone(),
         prefix: if namespaced {
-            crate::naming::prefix(&upstream.name)
+            crate::wire::naming::prefix(&upstream.name)
         } else {
             String::new()
         },
@@ -153,7 +156,7 @@ impl Router {
         routes: Vec<Arc<Route>>,
         separator: Option<String>,
         config: Arc<crate::Config>,
-        shared: crate::shared::Shared,
+        shared: crate::route::shared::Shared,
     ) -> Arc<Self> {
         Arc::new(Self {
             routes: RwLock::new(Arc::new(routes)),
@@ -184,7 +187,7 @@ impl Router {
 
     /// Starts every upstream (once) with a client's `initialize` params, and sends what they
     /// send to `client` too.
-    pub fn start(&self, params: &str, client: &Arc<crate::client::Client>) {
+    pub fn start(&self, params: &str, client: Arc<dyn Downstream>) {
         {
             let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
             if started.0.is_none() {
@@ -192,12 +195,10 @@ impl Router {
             }
             started.1.retain(|c| c.strong_count() > 0);
             // A client that initializes again is still one client.
-            if !started
-                .1
-                .iter()
-                .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(client)))
-            {
-                started.1.push(Arc::downgrade(client));
+            // Compared by address alone: a vtable pointer may differ between codegen units.
+            let me = Arc::as_ptr(&client).cast::<()>();
+            if !started.1.iter().any(|c| c.as_ptr().cast::<()>() == me) {
+                started.1.push(Arc::downgrade(&client));
             }
         }
         for r in self.routes().iter() {
@@ -206,7 +207,7 @@ impl Router {
     }
 
     /// Starts every upstream (once) before any client came, with the gateway's own
-    /// `initialize` params ([`gateway_init_params`]); clients that come later are added by
+    /// `initialize` params (`gateway_init_params`); clients that come later are added by
     /// [`Router::start`].
     pub fn start_early(&self) {
         let params = gateway_init_params();
@@ -283,17 +284,17 @@ impl Router {
     /// way, else the alphabetically first); then the hashed form. The same answer whatever
     /// order the tools are listed in, so names stay stable across restarts.
     fn name_for(&self, route: &Route, sep: &str, original: &str, listed: &[String]) -> String {
-        let plain = crate::naming::exposed(&route.prefix, sep, original);
-        if crate::naming::is_clean(original) && plain.len() < crate::naming::MAX_NAME {
+        let plain = crate::wire::naming::exposed(&route.prefix, sep, original);
+        if crate::wire::naming::is_clean(original) && plain.len() < crate::wire::naming::MAX_NAME {
             return plain;
         }
         let beaten = listed.iter().any(|o| {
             o != original
-                && (crate::naming::is_clean(o) || o.as_str() < original)
-                && crate::naming::exposed(&route.prefix, sep, o) == plain
+                && (crate::wire::naming::is_clean(o) || o.as_str() < original)
+                && crate::wire::naming::exposed(&route.prefix, sep, o) == plain
         });
         if beaten {
-            crate::naming::hashed(&route.prefix, sep, original)
+            crate::wire::naming::hashed(&route.prefix, sep, original)
         } else {
             plain
         }
@@ -339,9 +340,11 @@ impl Router {
         match kind {
             Kind::Tool => self.name_for(route, sep, original, &route.upstream.listed_names()),
             Kind::Prompt => {
-                let plain = crate::naming::exposed(&route.prefix, sep, original);
+                let plain = crate::wire::naming::exposed(&route.prefix, sep, original);
                 match prompts.get(&plain) {
-                    Some(o) if o != original => crate::naming::hashed(&route.prefix, sep, original),
+                    Some(o) if o != original => {
+                        crate::wire::naming::hashed(&route.prefix, sep, original)
+                    }
                     _ => plain,
                 }
             }
@@ -470,7 +473,7 @@ impl Router {
     pub fn build(
         set: UpstreamSet,
         config: &Arc<crate::Config>,
-        shared: &crate::shared::Shared,
+        shared: &crate::route::shared::Shared,
     ) -> Result<Arc<Self>, String> {
         match set {
             UpstreamSet::One(spec) => {
@@ -488,7 +491,8 @@ impl Router {
                     return Err("no upstream: the set of upstreams is empty".to_owned());
                 }
                 let names: Vec<&str> = named.iter().map(|n| n.name.as_str()).collect();
-                if let Some((_, _, why)) = crate::naming::ambiguous(&names, &config.separator) {
+                if let Some((_, _, why)) = crate::wire::naming::ambiguous(&names, &config.separator)
+                {
                     return Err(why);
                 }
                 let routes = named
@@ -508,7 +512,7 @@ impl Router {
     fn make_route(
         n: crate::config::NamedUpstream,
         config: &Arc<crate::Config>,
-        shared: &crate::shared::Shared,
+        shared: &crate::route::shared::Shared,
     ) -> Arc<Route> {
         let tools = Tools::for_upstream(&n.name, config.clone(), shared.clone());
         route(
@@ -606,9 +610,8 @@ impl Router {
         }
         if !added.is_empty() || !removed.is_empty() {
             for c in &clients {
-                for method in crate::gather::CHANGED {
-                    c.out
-                        .push_notification(crate::jsonrpc::notification(method, None));
+                for method in crate::wire::methods::CHANGED {
+                    c.push_notification(crate::wire::jsonrpc::notification(method, None));
                 }
             }
         }
@@ -680,19 +683,6 @@ pub(crate) fn log_reload(router: &Router, new: crate::Config) {
     }
 }
 
-/// Durable tool calls find a tool's upstream the way live calls do.
-impl crate::tasks::Resolve for Router {
-    fn resolve(&self, tool: &str) -> Option<crate::tasks::Target> {
-        let (route, name) = Router::resolve(self, Kind::Tool, tool)?;
-        Some(crate::tasks::Target {
-            upstream: route.upstream.clone(),
-            tools: route.tools.clone(),
-            name: name.into_owned(),
-            key: tool.to_owned(),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -705,7 +695,7 @@ mod tests {
             spec: steadfast_mcp::Upstream::command("true", Vec::<String>::new()),
             budget: None,
         }]);
-        let router = Router::build(set, &config, &crate::shared::Shared::default()).unwrap();
+        let router = Router::build(set, &config, &crate::route::shared::Shared::default()).unwrap();
         let route = router.first();
         let tools: Vec<_> = names.iter().map(|n| json!({"name": n})).collect();
         route.upstream.learn_tools(&json!({ "tools": tools }), true);

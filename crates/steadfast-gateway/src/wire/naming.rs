@@ -23,9 +23,6 @@ pub fn allowed(c: char) -> bool {
 
 /// An upstream's name as a prefix: characters clients refuse become `-`.
 ///
-/// ```
-/// assert_eq!(steadfast_gateway::naming::prefix("brave.search"), "brave-search");
-/// ```
 pub fn prefix(upstream: &str) -> String {
     upstream
         .chars()
@@ -61,12 +58,6 @@ pub fn check_upstream_name(name: &str) -> Result<(), String> {
 
 /// The first pair of upstream names whose prefixes make tool names ambiguous, with why.
 ///
-/// ```
-/// use steadfast_gateway::naming::ambiguous;
-/// assert!(ambiguous(&["a", "b"], "_").is_none());
-/// assert!(ambiguous(&["a", "a_b"], "_").is_some());
-/// assert!(ambiguous(&["a", "a_b"], "__").is_none());
-/// ```
 pub fn ambiguous<S: AsRef<str>>(names: &[S], sep: &str) -> Option<(String, String, String)> {
     for (i, a) in names.iter().enumerate() {
         for b in names.iter().skip(i + 1) {
@@ -92,14 +83,6 @@ pub fn ambiguous<S: AsRef<str>>(names: &[S], sep: &str) -> Option<(String, Strin
 
 /// The name clients see for `original` of the upstream with prefix `prefix`.
 ///
-/// ```
-/// use steadfast_gateway::naming::exposed;
-/// assert_eq!(exposed("github", "_", "create_issue"), "github_create_issue");
-/// assert_eq!(exposed("fs", "_", "files.read"), "fs_files_read");
-/// let long = exposed("fs", "_", &"x".repeat(100));
-/// assert_eq!(long.len(), 64);
-/// assert!(long.starts_with("fs_xxx"));
-/// ```
 pub fn exposed(prefix: &str, sep: &str, original: &str) -> String {
     let mut name = String::with_capacity(prefix.len() + sep.len() + original.len());
     name.push_str(prefix);
@@ -119,11 +102,6 @@ pub fn exposed(prefix: &str, sep: &str, original: &str) -> String {
 /// The name for `original` when its plain form ([`exposed`]) belongs to another of the
 /// upstream's names: the plain form's start plus a hash of the original, always.
 ///
-/// ```
-/// use steadfast_gateway::naming::hashed;
-/// let n = hashed("c", "_", "get.file");
-/// assert!(n.starts_with("c_get_file-") && n.len() == "c_get_file-".len() + 8);
-/// ```
 pub fn hashed(prefix: &str, sep: &str, original: &str) -> String {
     let mut name = exposed(prefix, sep, original);
     if let Some(dash) = name.len().checked_sub(9).filter(|_| name.len() == MAX_NAME) {
@@ -149,6 +127,24 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_rules_documented_on_each_function_hold() {
+        assert_eq!(prefix("brave.search"), "brave-search");
+        assert!(ambiguous(&["a", "b"], "_").is_none());
+        assert!(ambiguous(&["a", "a_b"], "_").is_some());
+        assert!(ambiguous(&["a", "a_b"], "__").is_none());
+        assert_eq!(
+            exposed("github", "_", "create_issue"),
+            "github_create_issue"
+        );
+        assert_eq!(exposed("fs", "_", "files.read"), "fs_files_read");
+        let long = exposed("fs", "_", &"x".repeat(100));
+        assert_eq!(long.len(), 64);
+        assert!(long.starts_with("fs_xxx"));
+        let n = hashed("c", "_", "get.file");
+        assert!(n.starts_with("c_get_file-") && n.len() == "c_get_file-".len() + 8);
+    }
+
     use super::*;
 
     #[test]

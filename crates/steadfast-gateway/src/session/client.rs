@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 
-use crate::jsonrpc;
-use crate::outbound::{Outbound, Refused};
-use crate::upstream::{Link, Upstream};
+use crate::upstream::{Downstream, Link, Upstream};
+use crate::wire::jsonrpc;
+use crate::wire::outbound::{Outbound, Refused};
 
 mod server_requests;
 
@@ -69,16 +69,6 @@ impl Client {
     /// Records that the client's `initialize` was answered with a result.
     pub(crate) fn mark_initialized(&self) {
         self.initialized.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether the client's `initialize` was answered with a result.
-    pub(crate) fn is_initialized(&self) -> bool {
-        self.initialized.load(Ordering::Relaxed)
-    }
-
-    /// This client's serial, unique in the process (never 0).
-    pub fn serial(&self) -> u64 {
-        self.serial
     }
 
     /// Delivers the response to request `id` (raw JSON): to the front awaiting it, else in
@@ -167,24 +157,6 @@ impl Client {
         }
     }
 
-    /// Queues a message related to a request (progress, a log, a request from the server, a
-    /// cancel of one) on that request's stream while it is open, else on the client's queue;
-    /// counted against the cap of whichever takes it. False if it was dropped.
-    pub fn push_related(&self, stream: Option<&Outbound>, line: Vec<u8>) -> bool {
-        let line = match stream {
-            None => line,
-            Some(s) => match s.offer(line) {
-                Ok(()) => return true,
-                Err(Refused::Full) => {
-                    self.out.count_dropped();
-                    return false;
-                }
-                Err(Refused::Closed(line)) => line,
-            },
-        };
-        self.out.push_notification(line)
-    }
-
     /// Stops awaiting `id` (the front gave up, or the request was cancelled): a stream of it
     /// ends.
     pub fn forget_response(&self, id: &str) {
@@ -214,14 +186,93 @@ impl Client {
         }
     }
 
+    /// Relays the client's answer (result or error, raw) to the server that asked.
+    pub fn answer_server(&self, id: &str, result: Option<&RawValue>, error: Option<&RawValue>) {
+        let Some(req) = self.server_requests.remove(id) else {
+            return;
+        };
+        let line = match (result, error) {
+            (Some(r), _) => jsonrpc::result_response(&req.id, r.get()),
+            (_, Some(e)) => jsonrpc::raw_error_response(&req.id, e.get()),
+            _ => return,
+        };
+        req.reply(line);
+    }
+
+    /// Requests from servers awaiting this client now (tests read it).
+    #[cfg(test)]
+    pub(crate) fn server_requests_waiting(&self) -> usize {
+        self.server_requests.len()
+    }
+
+    fn expire_server_request(&self, ours: &str, after: Duration) {
+        let Some(req) = self.server_requests.remove(ours) else {
+            return;
+        };
+        let message = format!(
+            "the client did not answer {} within {after:?} (the proxy's request_timeout)",
+            req.method
+        );
+        tracing::warn!(method = %req.method, "a request from the server timed out awaiting the client");
+        let line = jsonrpc::error_response(&req.id, jsonrpc::code::UPSTREAM_TIMEOUT, &message);
+        let stream = req.stream.clone();
+        req.reply(line);
+        self.tell_cancelled(ours, stream.as_deref(), &message);
+    }
+
+    /// `notifications/cancelled` to the client for our request id `ours` (raw JSON), on the
+    /// stream the request went out on while that is open.
+    fn tell_cancelled(&self, ours: &str, stream: Option<&Outbound>, reason: &str) {
+        let id: serde_json::Value = serde_json::from_str(ours).unwrap_or(serde_json::Value::Null);
+        let params = serde_json::json!({"requestId": id, "reason": reason}).to_string();
+        self.push_related(
+            stream,
+            jsonrpc::notification("notifications/cancelled", Some(&params)),
+        );
+    }
+}
+
+impl Downstream for Client {
+    fn push_notification(&self, line: Vec<u8>) -> bool {
+        self.out.push_notification(line)
+    }
+
+    /// Whether the client's `initialize` was answered with a result.
+    fn is_initialized(&self) -> bool {
+        self.initialized.load(Ordering::Relaxed)
+    }
+
+    /// This client's serial, unique in the process (never 0).
+    fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// Queues a message related to a request (progress, a log, a request from the server, a
+    /// cancel of one) on that request's stream while it is open, else on the client's queue;
+    /// counted against the cap of whichever takes it. False if it was dropped.
+    fn push_related(&self, stream: Option<&Outbound>, line: Vec<u8>) -> bool {
+        let line = match stream {
+            None => line,
+            Some(s) => match s.offer(line) {
+                Ok(()) => return true,
+                Err(Refused::Full) => {
+                    self.out.count_dropped();
+                    return false;
+                }
+                Err(Refused::Closed(line)) => line,
+            },
+        };
+        self.out.push_notification(line)
+    }
+
     /// Passes a request from a server (sampling, roots, elicitation) to the client under an
     /// id of ours, so the client's answer can be routed back; on `stream` (the stream of the
     /// client's request that caused it) while that is open, else on the client's queue. The
     /// entry ends when the client answers, the server cancels it, the server's connection
     /// ends, or the upstream's `request_timeout` passes (the server is then answered with an
     /// error, so it does not wait for ever either).
-    pub fn forward_server_request(
-        self: &Arc<Self>,
+    fn forward_server_request(
+        self: Arc<Self>,
         upstream: &Arc<Upstream>,
         link: &Arc<Link>,
         id: &str,
@@ -234,7 +285,7 @@ impl Client {
             "\"steadfast-{}\"",
             self.next.fetch_add(1, Ordering::Relaxed)
         );
-        let weak = Arc::downgrade(self);
+        let weak = Arc::downgrade(&self);
         let key = ours.clone();
         let timer = tokio::spawn(async move {
             tokio::time::sleep(timeout).await;
@@ -267,22 +318,9 @@ impl Client {
         Ok(())
     }
 
-    /// Relays the client's answer (result or error, raw) to the server that asked.
-    pub fn answer_server(&self, id: &str, result: Option<&RawValue>, error: Option<&RawValue>) {
-        let Some(req) = self.server_requests.remove(id) else {
-            return;
-        };
-        let line = match (result, error) {
-            (Some(r), _) => jsonrpc::result_response(&req.id, r.get()),
-            (_, Some(e)) => jsonrpc::raw_error_response(&req.id, e.get()),
-            _ => return,
-        };
-        req.reply(line);
-    }
-
     /// The server cancelled its request `upstream_id` (raw JSON) sent on connection
     /// `generation`: the entry ends, and the client is told under our id.
-    pub fn server_cancelled(
+    fn server_cancelled(
         &self,
         upstream: &Upstream,
         generation: u64,
@@ -305,7 +343,7 @@ impl Client {
 
     /// The server's connection `generation` ended (a restart, a lost session, shutdown): its
     /// requests can no longer be answered, so their entries end and the client is told.
-    pub fn server_connection_ended(&self, upstream: &Upstream, generation: u64, why: &str) {
+    fn server_connection_ended(&self, upstream: &Upstream, generation: u64, why: &str) {
         let gone = self
             .server_requests
             .take_where(|r| r.from(upstream) && r.generation <= generation);
@@ -319,37 +357,6 @@ impl Client {
                 ),
             );
         }
-    }
-
-    /// Requests from servers awaiting this client now.
-    pub fn server_requests_waiting(&self) -> usize {
-        self.server_requests.len()
-    }
-
-    fn expire_server_request(&self, ours: &str, after: Duration) {
-        let Some(req) = self.server_requests.remove(ours) else {
-            return;
-        };
-        let message = format!(
-            "the client did not answer {} within {after:?} (the proxy's request_timeout)",
-            req.method
-        );
-        tracing::warn!(method = %req.method, "a request from the server timed out awaiting the client");
-        let line = jsonrpc::error_response(&req.id, jsonrpc::code::UPSTREAM_TIMEOUT, &message);
-        let stream = req.stream.clone();
-        req.reply(line);
-        self.tell_cancelled(ours, stream.as_deref(), &message);
-    }
-
-    /// `notifications/cancelled` to the client for our request id `ours` (raw JSON), on the
-    /// stream the request went out on while that is open.
-    fn tell_cancelled(&self, ours: &str, stream: Option<&Outbound>, reason: &str) {
-        let id: serde_json::Value = serde_json::from_str(ours).unwrap_or(serde_json::Value::Null);
-        let params = serde_json::json!({"requestId": id, "reason": reason}).to_string();
-        self.push_related(
-            stream,
-            jsonrpc::notification("notifications/cancelled", Some(&params)),
-        );
     }
 }
 

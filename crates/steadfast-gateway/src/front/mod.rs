@@ -1,0 +1,7 @@
+//! The ways a client reaches the gateway: stdio (one client) and streamable HTTP (many).
+//! Each builds the router, opens the durable task store, installs the extension on every
+//! session and runs the signal and reload loop. The top layer: nothing imports it.
+
+#[cfg(feature = "http")]
+pub mod http;
+pub mod stdio;

@@ -1,0 +1,7 @@
+//! Which upstream, which name, which policy: the router over one or several upstreams, the
+//! per-tool state (policies, breakers, budgets, call limits) and the state shared across
+//! replicas. Sits above `upstream/` and below the session.
+
+pub mod router;
+pub mod shared;
+pub mod tools;

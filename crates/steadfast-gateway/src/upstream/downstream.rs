@@ -1,0 +1,64 @@
+//! What an upstream needs of a client, as a trait the upstream owns.
+//!
+//! The upstream layer sits below the session: it relays what a server sends (progress, logs,
+//! list changes, its own requests) to the clients that started it, but it must not know the
+//! session's client type, or the two would import each other. `Client` implements this trait;
+//! the upstream holds `Weak<dyn Downstream>` (and `Arc<dyn Downstream>` while it routes
+//! progress), which costs one pointer-sized vtable per reference and no allocation per call.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use super::{Link, Upstream};
+use crate::wire::outbound::Outbound;
+
+/// One connected client, as seen from an upstream.
+pub trait Downstream: Send + Sync + 'static {
+    /// A number unique to the client in this process: an upstream remembers a client by it
+    /// without holding a reference.
+    fn serial(&self) -> u64;
+
+    /// Whether the client's `initialize` was answered (a list change before that is not news).
+    fn is_initialized(&self) -> bool;
+
+    /// Queues a notification for the client; false if it was dropped (the queue is full).
+    fn push_notification(&self, line: Vec<u8>) -> bool;
+
+    /// Queues a message related to one of the client's requests on that request's `stream`
+    /// while it is open, else on the client's queue; false if it was dropped.
+    fn push_related(&self, stream: Option<&Outbound>, line: Vec<u8>) -> bool;
+
+    /// Passes a request from the server (sampling, roots, elicitation) to the client, so that
+    /// its answer is routed back to `upstream` on `link`; an error says why it was refused.
+    fn forward_server_request(
+        self: Arc<Self>,
+        upstream: &Arc<Upstream>,
+        link: &Arc<Link>,
+        id: &str,
+        method: &str,
+        params: Option<&RawValue>,
+        stream: Option<Arc<Outbound>>,
+    ) -> Result<(), String>;
+
+    /// The server cancelled its request `upstream_id` sent on connection `generation`; true
+    /// if this client held it.
+    fn server_cancelled(
+        &self,
+        upstream: &Upstream,
+        generation: u64,
+        upstream_id: &str,
+        reason: Option<&str>,
+    ) -> bool;
+
+    /// The server's connection `generation` ended: its requests to the client end too.
+    fn server_connection_ended(&self, upstream: &Upstream, generation: u64, why: &str);
+}
+
+impl std::fmt::Debug for dyn Downstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Downstream")
+            .field("serial", &self.serial())
+            .finish_non_exhaustive()
+    }
+}
