@@ -35,6 +35,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::driver;
 use crate::hooks::{GiveUpEvent, RetryEvent, SuccessEvent};
@@ -92,6 +93,8 @@ pub(crate) struct Callbacks<T, E> {
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) limit: Option<ConcurrencyLimit>,
     pub(crate) metrics: Option<ToolMetrics>,
+    /// Whether a named call opens its own `execute_tool` span (off when the caller makes one).
+    pub(crate) own_span: bool,
 }
 
 impl<T, E> Callbacks<T, E> {
@@ -109,6 +112,7 @@ impl<T, E> Callbacks<T, E> {
         budget: None,
         limit: None,
         metrics: None,
+        own_span: true,
     };
 }
 
@@ -133,6 +137,7 @@ impl<T, E> Clone for Callbacks<T, E> {
             budget: self.budget.clone(),
             limit: self.limit.clone(),
             metrics: self.metrics.clone(),
+            own_span: self.own_span,
         }
     }
 }
@@ -227,7 +232,9 @@ impl<T, E> Retry<T, E> {
         &self.policy
     }
 
-    /// Names the call (a tool or dependency) in tracing events.
+    /// Names the call (a tool or dependency). A named call runs in an `execute_tool {name}`
+    /// span (see [`trace`](crate::trace)) unless built with
+    /// [`in_caller_span`](Self::in_caller_span).
     ///
     /// ```
     /// let r: steadfast::Retry<(), String> = steadfast::Retry::new(Default::default()).name("search");
@@ -236,6 +243,36 @@ impl<T, E> Retry<T, E> {
     pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.cb.name = Some(name.into());
         self
+    }
+
+    /// Opens no span of its own: the engine's events go to the caller's current span. For
+    /// callers that make the `execute_tool` span themselves (with
+    /// [`trace::execute_tool_span`](crate::trace::execute_tool_span)), to record what happens
+    /// around the retry loop on the same span.
+    ///
+    /// ```
+    /// use tracing::Instrument;
+    /// use steadfast::{Retry, RetryPolicy};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let retry = Retry::<u32, String>::new(RetryPolicy::default()).name("search").in_caller_span();
+    /// let span = steadfast::trace::execute_tool_span("search", Some("call_1"));
+    /// let v = retry.run(|n| async move { Ok(n) }).instrument(span).await;
+    /// assert_eq!(v.unwrap(), 1);
+    /// # }
+    /// ```
+    pub fn in_caller_span(mut self) -> Self {
+        self.cb.own_span = false;
+        self
+    }
+
+    /// The call's own span: disabled unless named, not left to the caller, and listened to.
+    fn span(&self) -> tracing::Span {
+        match &self.cb.name {
+            Some(name) if self.cb.own_span && crate::trace::listening() => {
+                crate::trace::execute_tool_span(name, None)
+            }
+            _ => tracing::Span::none(),
+        }
     }
 
     /// A custom classifier, consulted before the error type's [`Classify`]; return `None` for
@@ -471,6 +508,7 @@ impl<T, E: Classify> Retry<T, E> {
     {
         // Not an `async fn`: handing back the loop's own future saves a move of it.
         driver::run_fn(driver::Driver::new(&self.policy, &self.cb, None), op)
+            .instrument(self.span())
     }
 
     /// Like [`run`](Self::run), for an async closure whose future borrows state mutably across
@@ -501,7 +539,9 @@ impl<T, E: Classify> Retry<T, E> {
     where
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
-        driver::run_async_fn(&self.policy, &self.cb, None, op).await
+        driver::run_async_fn(&self.policy, &self.cb, None, op)
+            .instrument(self.span())
+            .await
     }
 
     /// Runs with cancellation: the call stops as soon as `token` fires — before an attempt,
@@ -558,6 +598,7 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
     {
         let r = self.retry;
         driver::run_fn(driver::Driver::new(&r.policy, &r.cb, Some(self.token)), op)
+            .instrument(r.span())
     }
 
     /// [`Retry::run_mut`] with cancellation.
@@ -577,6 +618,8 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
         let r = self.retry;
-        driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op).await
+        driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op)
+            .instrument(r.span())
+            .await
     }
 }
