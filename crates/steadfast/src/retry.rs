@@ -275,6 +275,19 @@ impl<T, E> Retry<T, E> {
         }
     }
 
+    /// `fut` in the call's span if it has one. The span and its box are paid for only then: a
+    /// span stored in every call's future made the success path's future a third bigger.
+    fn traced<F: Future>(&self, fut: F) -> Traced<F> {
+        let span = self.span();
+        if span.is_disabled() {
+            Traced::Bare { fut }
+        } else {
+            Traced::Spanned {
+                fut: Box::pin(fut.instrument(span)),
+            }
+        }
+    }
+
     /// A custom classifier, consulted before the error type's [`Classify`]; return `None` for
     /// "no opinion".
     ///
@@ -507,8 +520,10 @@ impl<T, E: Classify> Retry<T, E> {
         Fut: Future<Output = Result<T, E>>,
     {
         // Not an `async fn`: handing back the loop's own future saves a move of it.
-        driver::run_fn(driver::Driver::new(&self.policy, &self.cb, None), op)
-            .instrument(self.span())
+        self.traced(driver::run_fn(
+            driver::Driver::new(&self.policy, &self.cb, None),
+            op,
+        ))
     }
 
     /// Like [`run`](Self::run), for an async closure whose future borrows state mutably across
@@ -539,8 +554,7 @@ impl<T, E: Classify> Retry<T, E> {
     where
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
-        driver::run_async_fn(&self.policy, &self.cb, None, op)
-            .instrument(self.span())
+        self.traced(driver::run_async_fn(&self.policy, &self.cb, None, op))
             .await
     }
 
@@ -572,6 +586,29 @@ impl<T, E: Classify> Retry<T, E> {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A call's future, in its `execute_tool` span when it has one.
+    #[project = TracedProj]
+    pub(crate) enum Traced<F> {
+        Bare { #[pin] fut: F },
+        Spanned { fut: std::pin::Pin<Box<tracing::instrument::Instrumented<F>>> },
+    }
+}
+
+impl<F: Future> Future for Traced<F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        match self.project() {
+            TracedProj::Bare { fut } => fut.poll(cx),
+            TracedProj::Spanned { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
+
 /// A [`Retry`] bound to a cancellation token; see [`Retry::cancel_on`].
 pub struct Cancellable<'a, T, E> {
     retry: &'a Retry<T, E>,
@@ -597,8 +634,10 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
         Fut: Future<Output = Result<T, E>>,
     {
         let r = self.retry;
-        driver::run_fn(driver::Driver::new(&r.policy, &r.cb, Some(self.token)), op)
-            .instrument(r.span())
+        r.traced(driver::run_fn(
+            driver::Driver::new(&r.policy, &r.cb, Some(self.token)),
+            op,
+        ))
     }
 
     /// [`Retry::run_mut`] with cancellation.
@@ -618,8 +657,7 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
         let r = self.retry;
-        driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op)
-            .instrument(r.span())
+        r.traced(driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op))
             .await
     }
 }
