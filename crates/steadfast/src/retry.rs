@@ -277,14 +277,23 @@ impl<T, E> Retry<T, E> {
 
     /// `fut` in the call's span if it has one. The span and its box are paid for only then: a
     /// span stored in every call's future made the success path's future a third bigger.
+    #[inline(always)]
     fn traced<F: Future>(&self, fut: F) -> Traced<F> {
+        if self.cb.name.is_none() || !self.cb.own_span || !crate::trace::listening() {
+            return Traced::Bare { fut };
+        }
+        self.spanned(fut)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn spanned<F: Future>(&self, fut: F) -> Traced<F> {
         let span = self.span();
         if span.is_disabled() {
-            Traced::Bare { fut }
-        } else {
-            Traced::Spanned {
-                fut: Box::pin(fut.instrument(span)),
-            }
+            return Traced::Bare { fut };
+        }
+        Traced::Spanned {
+            fut: Box::pin(fut.instrument(span)),
         }
     }
 
@@ -598,6 +607,7 @@ pin_project_lite::pin_project! {
 impl<F: Future> Future for Traced<F> {
     type Output = F::Output;
 
+    #[inline(always)]
     fn poll(
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
