@@ -567,7 +567,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         }
         let error_type = LlmErrorCode::for_outcome(&class, Some(reason)).as_str();
         tracing::info!(
-                        steadfast.name = self.cb.name.as_deref().unwrap_or(""),
+            steadfast.name = self.cb.name.as_deref().unwrap_or(""),
             steadfast.outcome = "gave_up",
             steadfast.attempts = attempts,
             steadfast.give_up_reason = reason.as_str(),
