@@ -7,6 +7,8 @@ use steadfast::{
     RetryError, ToolMetrics,
 };
 
+use tracing::Instrument;
+
 use crate::client::ToolAnswer;
 use crate::failure::CallFailure;
 use crate::policy::ToolPolicy;
@@ -38,6 +40,7 @@ use crate::policy::ToolPolicy;
 #[derive(Debug)]
 pub struct ToolCall<'a> {
     tool: &'a str,
+    call_id: Option<&'a str>,
     policy: &'a ToolPolicy,
     replay: bool,
     breaker: Option<CircuitBreaker>,
@@ -53,6 +56,7 @@ impl<'a> ToolCall<'a> {
     pub fn new(tool: &'a str, policy: &'a ToolPolicy) -> Self {
         Self {
             tool,
+            call_id: None,
             policy,
             replay: false,
             breaker: None,
@@ -67,6 +71,19 @@ impl<'a> ToolCall<'a> {
     /// See [`ToolCall`] for an example.
     pub fn replays_ambiguous(mut self, yes: bool) -> Self {
         self.replay = yes;
+        self
+    }
+
+    /// The id the model gave this tool call, recorded as `gen_ai.tool.call.id` on the call's
+    /// `execute_tool` span (see [`steadfast::trace`]).
+    ///
+    /// ```
+    /// let policy = steadfast_mcp::ToolPolicy::default();
+    /// let call = steadfast_mcp::ToolCall::new("search", &policy).call_id(Some("call_7"));
+    /// # let _ = call;
+    /// ```
+    pub fn call_id(mut self, id: Option<&'a str>) -> Self {
+        self.call_id = id;
         self
     }
 
@@ -180,8 +197,15 @@ impl<'a> ToolCall<'a> {
     {
         let replay = self.replay;
         let tool = self.tool.to_owned();
+        let span = if steadfast::trace::listening() {
+            steadfast::trace::execute_tool_span(self.tool, self.call_id)
+        } else {
+            tracing::Span::none()
+        };
         let mut retry = Retry::<T, CallFailure>::new(self.policy.engine_policy().clone())
             .name(self.tool.to_owned())
+            // This call opens the span, so that a replay held back lands on it too.
+            .in_caller_span()
             // Retries are what an operator wants to see at -v: one line each, no error text
             // that has not been through the sanitizer.
             .on_retry(move |ev| {
@@ -211,14 +235,19 @@ impl<'a> ToolCall<'a> {
             retry = retry.seed(s);
         }
         let judge = &judge;
-        retry
-            .cancel_on(cancel)
-            .run(|n| {
-                let fut = attempt(n);
-                async move { judge(fut.await?) }
-            })
-            .await
-            .map_err(|e| final_error(self.tool, &e, replay))
+        let tool = self.tool;
+        async move {
+            retry
+                .cancel_on(cancel)
+                .run(|n| {
+                    let fut = attempt(n);
+                    async move { judge(fut.await?) }
+                })
+                .await
+                .map_err(|e| final_error(tool, &e, replay))
+        }
+        .instrument(span)
+        .await
     }
 }
 
@@ -274,7 +303,17 @@ fn final_error(tool: &str, e: &RetryError<CallFailure>, replay: bool) -> LlmErro
             llm.message.trim_end_matches('.')
         ),
     };
-    let mut unknown = LlmError::new(steadfast::LlmErrorCode::OutcomeUnknown);
+    let code = steadfast::LlmErrorCode::OutcomeUnknown;
+    tracing::info!(
+        steadfast.attempts = e.attempts(),
+        steadfast.reason = e.class().code.as_str(),
+        steadfast.give_up_reason = e.reason().as_str(),
+        "steadfast.replay.held_back"
+    );
+    if steadfast::trace::listening() {
+        tracing::Span::current().record("error.type", code.as_str());
+    }
+    let mut unknown = LlmError::new(code);
     unknown.message = format!(
         "The outcome of this call is unknown: it was sent to the tool and then {then}. It was not \
          retried automatically because the tool is not marked read-only or idempotent"

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::hooks::{Failed, GiveUpEvent, RetryEvent, SuccessEvent};
 use crate::retry::Callbacks;
 use crate::retry_error::{Failure, GiveUpReason, RetryError};
+use crate::trace;
 use crate::{
     Classify, ErrorClass, ErrorKind, LlmErrorCode, Permit, RetryPolicy, RetrySlot, Rng, WhenFull,
 };
@@ -158,9 +159,18 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         let (policy, cb) = (self.policy, self.cb);
         if let Some(breaker) = &cb.breaker {
             match breaker.try_acquire() {
-                Ok(p) => self.permit = Some(p),
+                Ok(p) => {
+                    if trace::listening() && p.is_probe() {
+                        tracing::info!("steadfast.breaker.half_open_probe");
+                    }
+                    self.permit = Some(p);
+                }
                 Err(rejected) => {
                     let class = rejected.class();
+                    tracing::info!(
+                        steadfast.reason = class.code.as_str(),
+                        "steadfast.breaker.refused"
+                    );
                     self.fail(Last::Failure(Failure::Rejected(Box::new(rejected))), class);
                     return Err(self.give_up(GiveUpReason::CircuitOpen));
                 }
@@ -413,6 +423,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         }
         // Withdraw last, so a retry that is not going to happen spends nothing.
         if cb.budget.as_ref().is_some_and(|b| !b.try_withdraw_at(now)) {
+            tracing::info!(steadfast.attempt = n, "steadfast.budget.refused");
             return ControlFlow::Break(self.give_up(GiveUpReason::BudgetExhausted));
         }
 
@@ -420,14 +431,16 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             m.record_retry();
         }
         if let Some(r) = &self.retrying {
-            tracing::debug!(
-                name = cb.name.as_deref().unwrap_or(""),
-                attempt = n,
-                max_attempts = policy.max_attempts(),
-                delay_ms = delay.as_millis() as u64,
-                code = r.class.code.as_str(),
-                kind = r.class.kind.as_str(),
-                "retrying"
+            tracing::info!(
+                steadfast.name = cb.name.as_deref().unwrap_or(""),
+                steadfast.attempt = n,
+                steadfast.max_attempts = policy.max_attempts(),
+                steadfast.delay_ms = delay.as_millis() as u64,
+                steadfast.reason = r.class.code.as_str(),
+                steadfast.kind = r.class.kind.as_str(),
+                steadfast.retry_after_honoured =
+                    r.class.retry_after.is_some_and(|after| delay >= after),
+                "steadfast.retry"
             );
             if let Some(f) = &cb.on_retry {
                 f(&RetryEvent {
@@ -500,14 +513,36 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
                 elapsed: self.elapsed(),
             });
         }
-        if self.n > 1 {
-            tracing::debug!(
-                name = self.cb.name.as_deref().unwrap_or(""),
-                attempts = self.n,
-                "succeeded after retry"
-            );
+        if trace::listening() {
+            self.trace_success();
         }
         v
+    }
+
+    /// The success event and span fields, out of line: only a listener pays for them.
+    #[cold]
+    #[inline(never)]
+    fn trace_success(&self) {
+        tracing::debug!(
+            steadfast.name = self.cb.name.as_deref().unwrap_or(""),
+            steadfast.outcome = "success",
+            steadfast.attempts = self.n,
+            "steadfast.outcome"
+        );
+        trace::record_end(self.n, None);
+    }
+
+    /// Reports the breaker opening, if this call's failure is what opened it.
+    #[cold]
+    fn trace_opened(&self) {
+        let open = self
+            .cb
+            .breaker
+            .as_ref()
+            .is_some_and(|b| b.state() == crate::BreakerState::Open);
+        if open {
+            tracing::info!("steadfast.breaker.opened");
+        }
     }
 
     /// Ends the call without success. The breaker, if any, records the final outcome — except
@@ -522,17 +557,26 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         );
         if let Some(p) = self.permit.take() {
             if reason != GiveUpReason::Cancelled {
-                p.record(class.counts_as_breaker_failure());
+                let was_current = p.is_current();
+                let failed = class.counts_as_breaker_failure();
+                p.record(failed);
+                if failed && was_current && trace::listening() {
+                    self.trace_opened();
+                }
             }
         }
-        tracing::debug!(
-            name = self.cb.name.as_deref().unwrap_or(""),
-            attempts,
-            reason = reason.as_str(),
-            code = class.code.as_str(),
-            elapsed_ms = elapsed.as_millis() as u64,
-            "giving up"
+        let error_type = LlmErrorCode::for_outcome(&class, Some(reason)).as_str();
+        tracing::info!(
+            steadfast.name = self.cb.name.as_deref().unwrap_or(""),
+            steadfast.outcome = "gave_up",
+            steadfast.attempts = attempts,
+            steadfast.give_up_reason = reason.as_str(),
+            steadfast.reason = class.code.as_str(),
+            error.type = error_type,
+            steadfast.elapsed_ms = elapsed.as_millis() as u64,
+            "steadfast.outcome"
         );
+        trace::record_end(attempts, Some(error_type));
         if let Some(m) = &self.cb.metrics {
             m.record_failure(attempts, LlmErrorCode::for_outcome(&class, Some(reason)));
         }

@@ -106,6 +106,7 @@ mod sanitize;
 mod tool_set;
 #[cfg(feature = "tower")]
 pub mod tower;
+pub mod trace;
 mod window;
 
 pub use backoff::{Backoff, CustomBackoff, Delays};

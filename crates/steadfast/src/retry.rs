@@ -35,6 +35,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::driver;
 use crate::hooks::{GiveUpEvent, RetryEvent, SuccessEvent};
@@ -92,6 +93,8 @@ pub(crate) struct Callbacks<T, E> {
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) limit: Option<ConcurrencyLimit>,
     pub(crate) metrics: Option<ToolMetrics>,
+    /// Whether a named call opens its own `execute_tool` span (off when the caller makes one).
+    pub(crate) own_span: bool,
 }
 
 impl<T, E> Callbacks<T, E> {
@@ -109,6 +112,7 @@ impl<T, E> Callbacks<T, E> {
         budget: None,
         limit: None,
         metrics: None,
+        own_span: true,
     };
 }
 
@@ -133,6 +137,7 @@ impl<T, E> Clone for Callbacks<T, E> {
             budget: self.budget.clone(),
             limit: self.limit.clone(),
             metrics: self.metrics.clone(),
+            own_span: self.own_span,
         }
     }
 }
@@ -227,7 +232,9 @@ impl<T, E> Retry<T, E> {
         &self.policy
     }
 
-    /// Names the call (a tool or dependency) in tracing events.
+    /// Names the call (a tool or dependency). A named call runs in an `execute_tool {name}`
+    /// span (see [`trace`](crate::trace)) unless built with
+    /// [`in_caller_span`](Self::in_caller_span).
     ///
     /// ```
     /// let r: steadfast::Retry<(), String> = steadfast::Retry::new(Default::default()).name("search");
@@ -236,6 +243,58 @@ impl<T, E> Retry<T, E> {
     pub fn name(mut self, name: impl Into<Cow<'static, str>>) -> Self {
         self.cb.name = Some(name.into());
         self
+    }
+
+    /// Opens no span of its own: the engine's events go to the caller's current span. For
+    /// callers that make the `execute_tool` span themselves (with
+    /// [`trace::execute_tool_span`](crate::trace::execute_tool_span)), to record what happens
+    /// around the retry loop on the same span.
+    ///
+    /// ```
+    /// use tracing::Instrument;
+    /// use steadfast::{Retry, RetryPolicy};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let retry = Retry::<u32, String>::new(RetryPolicy::default()).name("search").in_caller_span();
+    /// let span = steadfast::trace::execute_tool_span("search", Some("call_1"));
+    /// let v = retry.run(|n| async move { Ok(n) }).instrument(span).await;
+    /// assert_eq!(v.unwrap(), 1);
+    /// # }
+    /// ```
+    pub fn in_caller_span(mut self) -> Self {
+        self.cb.own_span = false;
+        self
+    }
+
+    /// The call's own span: disabled unless named, not left to the caller, and listened to.
+    fn span(&self) -> tracing::Span {
+        match &self.cb.name {
+            Some(name) if self.cb.own_span && crate::trace::listening() => {
+                crate::trace::execute_tool_span(name, None)
+            }
+            _ => tracing::Span::none(),
+        }
+    }
+
+    /// `fut` in the call's span if it has one. The span and its box are paid for only then: a
+    /// span stored in every call's future made the success path's future a third bigger.
+    #[inline(always)]
+    fn traced<F: Future>(&self, fut: F) -> Traced<F> {
+        if self.cb.name.is_none() || !self.cb.own_span || !crate::trace::listening() {
+            return Traced::Bare { fut };
+        }
+        self.spanned(fut)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn spanned<F: Future>(&self, fut: F) -> Traced<F> {
+        let span = self.span();
+        if span.is_disabled() {
+            return Traced::Bare { fut };
+        }
+        Traced::Spanned {
+            fut: Box::pin(fut.instrument(span)),
+        }
     }
 
     /// A custom classifier, consulted before the error type's [`Classify`]; return `None` for
@@ -470,7 +529,10 @@ impl<T, E: Classify> Retry<T, E> {
         Fut: Future<Output = Result<T, E>>,
     {
         // Not an `async fn`: handing back the loop's own future saves a move of it.
-        driver::run_fn(driver::Driver::new(&self.policy, &self.cb, None), op)
+        self.traced(driver::run_fn(
+            driver::Driver::new(&self.policy, &self.cb, None),
+            op,
+        ))
     }
 
     /// Like [`run`](Self::run), for an async closure whose future borrows state mutably across
@@ -501,7 +563,8 @@ impl<T, E: Classify> Retry<T, E> {
     where
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
-        driver::run_async_fn(&self.policy, &self.cb, None, op).await
+        self.traced(driver::run_async_fn(&self.policy, &self.cb, None, op))
+            .await
     }
 
     /// Runs with cancellation: the call stops as soon as `token` fires — before an attempt,
@@ -532,6 +595,30 @@ impl<T, E: Classify> Retry<T, E> {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A call's future, in its `execute_tool` span when it has one.
+    #[project = TracedProj]
+    pub(crate) enum Traced<F> {
+        Bare { #[pin] fut: F },
+        Spanned { fut: std::pin::Pin<Box<tracing::instrument::Instrumented<F>>> },
+    }
+}
+
+impl<F: Future> Future for Traced<F> {
+    type Output = F::Output;
+
+    #[inline(always)]
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        match self.project() {
+            TracedProj::Bare { fut } => fut.poll(cx),
+            TracedProj::Spanned { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
+
 /// A [`Retry`] bound to a cancellation token; see [`Retry::cancel_on`].
 pub struct Cancellable<'a, T, E> {
     retry: &'a Retry<T, E>,
@@ -557,7 +644,10 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
         Fut: Future<Output = Result<T, E>>,
     {
         let r = self.retry;
-        driver::run_fn(driver::Driver::new(&r.policy, &r.cb, Some(self.token)), op)
+        r.traced(driver::run_fn(
+            driver::Driver::new(&r.policy, &r.cb, Some(self.token)),
+            op,
+        ))
     }
 
     /// [`Retry::run_mut`] with cancellation.
@@ -577,6 +667,7 @@ impl<T, E: Classify> Cancellable<'_, T, E> {
         F: AsyncFnMut(u32) -> Result<T, E>,
     {
         let r = self.retry;
-        driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op).await
+        r.traced(driver::run_async_fn(&r.policy, &r.cb, Some(self.token), op))
+            .await
     }
 }

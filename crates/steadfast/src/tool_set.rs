@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::{
     BreakerConfig, BreakerRegistry, BudgetConfig, CancellationToken, CircuitBreaker, Classify,
@@ -241,6 +242,9 @@ where
             let key = opts.dependency.clone().unwrap_or_else(|| name.clone());
             let mut retry = Retry::new(opts.policy.unwrap_or_else(|| self.policy.clone()))
                 .name(name.clone())
+                // The set opens the span itself, so that a call limit and an unknown tool land
+                // on it too.
+                .in_caller_span()
                 .metrics(self.metrics.tool(&name));
             if !opts.no_breaker {
                 retry = retry.breaker(registry.get(&key));
@@ -392,7 +396,9 @@ where
     ///
     /// See [`ToolSet`] for an example.
     pub async fn call(&self, tool: &str, args: Value) -> Result<Value, ToolError<E>> {
-        self.call_inner(tool, args, None).await
+        self.call_inner(tool, args, None)
+            .instrument(tool_span(tool))
+            .await
     }
 
     /// [`call`](Self::call), stopping when `cancel` fires.
@@ -417,7 +423,9 @@ where
         args: Value,
         cancel: &CancellationToken,
     ) -> Result<Value, ToolError<E>> {
-        self.call_inner(tool, args, Some(cancel)).await
+        self.call_inner(tool, args, Some(cancel))
+            .instrument(tool_span(tool))
+            .await
     }
 
     async fn call_inner(
@@ -427,6 +435,7 @@ where
         cancel: Option<&CancellationToken>,
     ) -> Result<Value, ToolError<E>> {
         let Some(t) = self.inner.tools.get(tool) else {
+            record_error_type(LlmErrorCode::InvalidRequest);
             return self.fail(ToolError {
                 tool: tool.to_owned(),
                 kind: ToolErrorKind::UnknownTool,
@@ -474,6 +483,18 @@ where
         tool: &str,
         args: Value,
     ) -> Result<Value, ToolError<E>> {
+        self.call_limited_inner(limit, keys, tool, args)
+            .instrument(tool_span(tool))
+            .await
+    }
+
+    async fn call_limited_inner<C: crate::CallCounter>(
+        &self,
+        limit: &crate::CallLimit<C>,
+        keys: &crate::CallKeys,
+        tool: &str,
+        args: Value,
+    ) -> Result<Value, ToolError<E>> {
         let Some(t) = self.inner.tools.get(tool) else {
             return self.call_inner(tool, args, None).await;
         };
@@ -482,6 +503,8 @@ where
             None => keys.clone().tool(tool),
         };
         let refuse = |e| {
+            tracing::info!(steadfast.tool = tool, "steadfast.call_limit.reached");
+            record_error_type(LlmErrorCode::ToolCallLimit);
             self.fail(ToolError {
                 tool: tool.to_owned(),
                 kind: ToolErrorKind::CallLimit(e),
@@ -621,5 +644,21 @@ impl<E: crate::Classify + fmt::Debug + fmt::Display + 'static> std::error::Error
             ToolErrorKind::CallLimit(e) => Some(e),
             ToolErrorKind::UnknownTool => None,
         }
+    }
+}
+
+/// The set's span for one call (disabled, and free, when nobody listens).
+fn tool_span(tool: &str) -> tracing::Span {
+    if crate::trace::listening() {
+        crate::trace::execute_tool_span(tool, None)
+    } else {
+        tracing::Span::none()
+    }
+}
+
+/// Records why a call failed before or around the engine, which records its own.
+fn record_error_type(code: LlmErrorCode) {
+    if crate::trace::listening() {
+        tracing::Span::current().record("error.type", code.as_str());
     }
 }
