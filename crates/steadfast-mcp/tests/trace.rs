@@ -1,5 +1,6 @@
 //! The `execute_tool` span of an MCP tool call, captured on tokio's paused clock.
 
+#[path = "../../steadfast/tests/capture/mod.rs"]
 mod capture;
 
 use capture::{Capture, EventRec};
