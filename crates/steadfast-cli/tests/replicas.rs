@@ -1,0 +1,398 @@
+//! Gateway replicas behind a real load balancer: three `steadfast proxy --listen` processes
+//! behind HAProxy (round-robin, sticky on `Mcp-Session-Id` only), sharing breakers through
+//! Redis and durable tasks through PostgreSQL, as docs/replicas.md tells operators to run them.
+//!
+//! Needs `STEADFAST_TEST_HAPROXY` (`scripts/haproxy.sh --install` prints it),
+//! `STEADFAST_TEST_POSTGRES_URL` and `STEADFAST_TEST_REDIS_URL`; `.ci/run` sets all three.
+#![cfg(feature = "http")]
+
+#[path = "support/http_client.rs"]
+mod http_client;
+#[path = "support/raw_client.rs"]
+mod raw_client;
+#[path = "support/temp.rs"]
+mod temp;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use http_client::{exchange, free_port};
+use raw_client::{fake_upstream_command, read_counts};
+use serde_json::{Value, json};
+use temp::Temp;
+use tokio::io::AsyncBufReadExt;
+
+const ANSWER: Duration = Duration::from_secs(10);
+
+/// The environment this test needs, or `None` (it is `#[ignore]`d without it).
+struct Env {
+    haproxy: String,
+    postgres: String,
+    redis: String,
+}
+
+fn env() -> Env {
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
+    Env {
+        haproxy: var("STEADFAST_TEST_HAPROXY"),
+        postgres: var("STEADFAST_TEST_POSTGRES_URL"),
+        redis: var("STEADFAST_TEST_REDIS_URL"),
+    }
+}
+
+/// A database of its own on the test server, dropped at the end (the tasks store's workers
+/// must not claim another test's calls).
+struct Database {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl Database {
+    fn new(admin: &str, tag: &str) -> Self {
+        let name = format!("steadfast_{tag}_{}", std::process::id());
+        let psql = |sql: &str| {
+            std::process::Command::new("psql")
+                .args([admin, "-q", "-c", sql])
+                .env("PGOPTIONS", "--client-min-messages=warning")
+                .stdout(Stdio::null())
+                .status()
+                .expect("psql runs")
+        };
+        psql(&format!("DROP DATABASE IF EXISTS {name}"));
+        assert!(psql(&format!("CREATE DATABASE {name}")).success());
+        let base = admin.rsplit_once('/').map_or(admin, |(b, _)| b);
+        Self {
+            admin: admin.to_owned(),
+            url: format!("{base}/{name}"),
+            name,
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .args([
+                &self.admin,
+                "-q",
+                "-c",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
+            .stdout(Stdio::null())
+            .status();
+    }
+}
+
+/// One gateway process over its own fake upstream (whose call counts tell who served a call).
+struct Replica {
+    child: tokio::process::Child,
+    port: u16,
+    counts: Temp,
+    _config: Temp,
+}
+
+async fn replica(config: &str) -> Replica {
+    let file = Temp::new("replica-config");
+    std::fs::write(&file.0, config).unwrap();
+    let counts = Temp::new("replica-counts");
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args(["proxy", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&file.0)
+        .arg("--")
+        .args(fake_upstream_command(&[
+            "--count-file",
+            counts.path(),
+            "--flaky-failures",
+            "1000",
+        ]))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(ANSWER, async {
+        while let Ok(Some(line)) = err.next_line().await {
+            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
+                return u.to_owned();
+            }
+        }
+        panic!("a replica never said where it listens");
+    })
+    .await
+    .unwrap();
+    // Keep reading, so a chatty replica never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    let port = url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    Replica {
+        child,
+        port,
+        counts,
+        _config: file,
+    }
+}
+
+/// HAProxy in front of the replicas: round-robin; a request carrying `Mcp-Session-Id` goes to
+/// the replica that issued it while that replica is up. `X-Served-By` names the replica.
+struct Balancer {
+    _child: tokio::process::Child,
+    url: String,
+    _config: Temp,
+}
+
+async fn balancer(haproxy: &str, replicas: &[Replica]) -> Balancer {
+    let port = free_port();
+    let mut cfg = format!(
+        "global\n  maxconn 512\n\
+         defaults\n  mode http\n  timeout connect 2s\n  timeout client 30s\n  timeout server 30s\n\
+         frontend mcp\n  bind 127.0.0.1:{port}\n  default_backend gateways\n\
+         backend gateways\n  balance roundrobin\n  option httpchk GET /healthz\n\
+         \x20 stick-table type string len 64 size 10k expire 30m\n\
+         \x20 stick on req.hdr(mcp-session-id)\n\
+         \x20 stick store-response res.hdr(mcp-session-id)\n\
+         \x20 http-response set-header X-Served-By %s\n"
+    );
+    for (i, r) in replicas.iter().enumerate() {
+        cfg.push_str(&format!(
+            "  server g{i} 127.0.0.1:{} check inter 100ms fall 1 rise 1\n",
+            r.port
+        ));
+    }
+    let file = Temp::new("haproxy-cfg");
+    std::fs::write(&file.0, cfg).unwrap();
+    let child = tokio::process::Command::new(haproxy)
+        .args(["-db", "-f"])
+        .arg(&file.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("haproxy starts");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    // Ready once it answers through to a replica.
+    let deadline = Instant::now() + ANSWER;
+    loop {
+        let probe = exchange("GET", &url.replace("/mcp", "/healthz"), &[], "").await;
+        if probe.is_ok_and(|r| r.status == 200) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "HAProxy never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Balancer {
+        _child: child,
+        url,
+        _config: file,
+    }
+}
+
+/// A JSON-RPC request through the balancer: (HTTP status, the replica that served it, session
+/// id header, the answer).
+async fn post(
+    b: &Balancer,
+    session: Option<&str>,
+    body: &Value,
+) -> (u16, String, Option<String>, Value) {
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+    ];
+    if let Some(s) = session {
+        headers.push(("Mcp-Session-Id", s));
+    }
+    let r = exchange("POST", &b.url, &headers, &body.to_string())
+        .await
+        .expect("the balancer answers");
+    let served_by = r.header("x-served-by").unwrap_or_default().to_owned();
+    let sid = r.header("mcp-session-id").map(str::to_owned);
+    (r.status, served_by, sid, r.answer())
+}
+
+/// A new handshake-era session: (its id, the replica it lives on).
+async fn initialize(b: &Balancer) -> (String, String) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (status, served_by, sid, answer) = post(b, None, &init).await;
+    assert_eq!(status, 200, "{answer}");
+    let sid = sid.expect("a session id");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, again, _, _) = post(b, Some(&sid), &note).await;
+    assert_eq!(status, 202);
+    assert_eq!(
+        again, served_by,
+        "a session's requests stick to its replica"
+    );
+    (sid, served_by)
+}
+
+fn call(id: i64, tool: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": {"text": "hi"}}})
+}
+
+fn llm_code(r: &Value) -> String {
+    let text = r
+        .pointer("/result/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap_or("{}");
+    serde_json::from_str::<Value>(text).unwrap_or_default()["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn config(env: &Env, db: &Database, prefix: &str) -> String {
+    format!(
+        "[tools.flaky]\nretry = {{ max_attempts = 1 }}\n\
+         breaker = {{ failure_threshold = 2, reset_timeout = \"60s\" }}\n\
+         [tools.echo]\ndurable = true\n\
+         [tasks]\nstore = \"{}\"\npoll_interval = \"100ms\"\n\
+         [state]\nredis = \"{}\"\nprefix = \"{prefix}\"\nop_timeout = \"2s\"\n",
+        db.url, env.redis
+    )
+}
+
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("steadfast-test-{tag}-{nanos}")
+}
+
+/// Sessions until one lives on a replica other than `not`.
+async fn session_elsewhere(b: &Balancer, not: &[&str]) -> (String, String) {
+    for _ in 0..12 {
+        let (sid, on) = initialize(b).await;
+        if !not.contains(&on.as_str()) {
+            return (sid, on);
+        }
+    }
+    panic!("round-robin never chose a replica other than {not:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs HAProxy, PostgreSQL and Redis: set STEADFAST_TEST_HAPROXY (scripts/haproxy.sh --install), STEADFAST_TEST_POSTGRES_URL, STEADFAST_TEST_REDIS_URL"]
+async fn a_breaker_and_a_durable_task_are_shared_by_every_replica() {
+    let env = env();
+    let db = Database::new(&env.postgres, "replicas_shared");
+    let config = config(&env, &db, &unique("replicas"));
+    let replicas = [
+        replica(&config).await,
+        replica(&config).await,
+        replica(&config).await,
+    ];
+    let b = balancer(&env.haproxy, &replicas).await;
+    let (a, on_a) = initialize(&b).await;
+    let (c, on_c) = session_elsewhere(&b, &[&on_a]).await;
+
+    // Two failures through replica A open `flaky`'s breaker for every replica.
+    for id in 10..12 {
+        let (_, served, _, r) = post(&b, Some(&a), &call(id, "flaky")).await;
+        assert_eq!(served, on_a);
+        assert_ne!(llm_code(&r), "", "a failure the model can read: {r}");
+    }
+    let c_index: usize = on_c[1..].parse().unwrap();
+    let started = Instant::now();
+    let mut r = Value::Null;
+    while started.elapsed() < Duration::from_secs(2) {
+        (_, _, _, r) = post(&b, Some(&c), &call(20, "flaky")).await;
+        if llm_code(&r) == "CIRCUIT_OPEN" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(llm_code(&r), "CIRCUIT_OPEN", "{r}");
+    let c_calls = read_counts(&replicas[c_index].counts.0)["tools"]["flaky"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        c_calls <= 1,
+        "replica {on_c} called the failing tool {c_calls} times"
+    );
+
+    // A durable call made through replica A is read through replica C (one PostgreSQL store).
+    let task_call = json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "made on A"}, "task": {"ttl": 60000}}});
+    let (status, _, _, created) = post(&b, Some(&a), &task_call).await;
+    assert_eq!(status, 200, "{created}");
+    let task = created
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a task handle: {created}"))
+        .to_owned();
+    let result =
+        json!({"jsonrpc": "2.0", "id": 31, "method": "tasks/result", "params": {"taskId": task}});
+    let (_, served, _, r) = post(&b, Some(&c), &result).await;
+    assert_eq!(served, on_c);
+    assert_eq!(
+        r.pointer("/result/content/0/text"),
+        Some(&json!("made on A")),
+        "{r}"
+    );
+    drop(b);
+}
+
+#[tokio::test]
+#[ignore = "needs HAProxy, PostgreSQL and Redis: set STEADFAST_TEST_HAPROXY (scripts/haproxy.sh --install), STEADFAST_TEST_POSTGRES_URL, STEADFAST_TEST_REDIS_URL"]
+async fn a_dead_replicas_sessions_get_404_and_start_again_elsewhere() {
+    let env = env();
+    let db = Database::new(&env.postgres, "replicas_dead");
+    let config = config(&env, &db, &unique("replicas-dead"));
+    let mut replicas = [
+        replica(&config).await,
+        replica(&config).await,
+        replica(&config).await,
+    ];
+    let b = balancer(&env.haproxy, &replicas).await;
+    let (doomed, on_doomed) = initialize(&b).await;
+    let (other, on_other) = session_elsewhere(&b, &[&on_doomed]).await;
+    for id in 2..5 {
+        let (_, served, _, r) = post(&b, Some(&doomed), &call(id, "echo")).await;
+        assert_eq!(served, on_doomed, "{r}");
+    }
+    let i: usize = on_doomed[1..].parse().unwrap();
+    let echoed = |r: &Replica| {
+        read_counts(&r.counts.0)["tools"]["echo"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        echoed(&replicas[i]),
+        3,
+        "every call of the session went to {on_doomed}"
+    );
+
+    replicas[i].child.start_kill().unwrap();
+    let _ = replicas[i].child.wait().await;
+    // Once HAProxy's health check sees it gone (100 ms checks), the session's requests reach
+    // a replica that never knew it: 404, which tells a client to initialize again.
+    let started = Instant::now();
+    let (mut status, mut served) = (0, String::new());
+    while started.elapsed() < Duration::from_secs(5) {
+        (status, served, _, _) = post(&b, Some(&doomed), &call(9, "echo")).await;
+        if status == 404 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 404, "a dead replica's session is unknown elsewhere");
+    assert_ne!(served, on_doomed);
+    let (again, on_again) = initialize(&b).await;
+    assert_ne!(on_again, on_doomed);
+    let (status, _, _, r) = post(&b, Some(&again), &call(10, "echo")).await;
+    assert_eq!(
+        (status, r.pointer("/result/content/0/text")),
+        (200, Some(&json!("hi"))),
+        "{r}"
+    );
+    // A session on a live replica never noticed.
+    let (status, served, _, r) = post(&b, Some(&other), &call(11, "echo")).await;
+    assert_eq!((status, served.as_str()), (200, on_other.as_str()), "{r}");
+    drop(b);
+}
