@@ -396,3 +396,72 @@ async fn a_dead_replicas_sessions_get_404_and_start_again_elsewhere() {
     assert_eq!((status, served.as_str()), (200, on_other.as_str()), "{r}");
     drop(b);
 }
+
+#[tokio::test]
+#[ignore = "needs HAProxy, PostgreSQL and Redis: set STEADFAST_TEST_HAPROXY (scripts/haproxy.sh --install), STEADFAST_TEST_POSTGRES_URL, STEADFAST_TEST_REDIS_URL"]
+async fn a_durable_call_on_a_replica_killed_mid_call_is_finished_by_another() {
+    let env = env();
+    let db = Database::new(&env.postgres, "replicas_durable");
+    let config = format!(
+        "{}[tools.slow]\ndurable = true\n",
+        config(&env, &db, &unique("replicas-durable")).replace(
+            "poll_interval = \"100ms\"\n",
+            "poll_interval = \"100ms\"\nlease = \"1s\"\n"
+        )
+    );
+    let mut replicas = [
+        replica(&config).await,
+        replica(&config).await,
+        replica(&config).await,
+    ];
+    let b = balancer(&env.haproxy, &replicas).await;
+    let (a, _) = initialize(&b).await;
+    let slow = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"seconds": 2, "steps": 2}, "task": {"ttl": 60000}}});
+    let (status, _, _, created) = post(&b, Some(&a), &slow).await;
+    assert_eq!(status, 200, "{created}");
+    let task = created
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a task handle: {created}"))
+        .to_owned();
+    // Whichever replica's worker claimed the call is killed while its upstream runs it.
+    let slow_calls = |r: &Replica| {
+        read_counts(&r.counts.0)["tools"]["slow"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    let running = loop {
+        if let Some(i) = replicas.iter().position(|r| slow_calls(r) > 0) {
+            break i;
+        }
+        assert!(
+            started.elapsed() < ANSWER,
+            "no replica ran the durable call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    replicas[running].child.start_kill().unwrap();
+    let _ = replicas[running].child.wait().await;
+    // A session on a live replica awaits the result; another worker takes the call over once
+    // the dead one's lease runs out, and runs it again (`slow` is read-only: replay is safe).
+    let (watcher, on) = session_elsewhere(&b, &[&format!("g{running}")]).await;
+    let result =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": {"taskId": task}});
+    let (status, served, _, r) = post(&b, Some(&watcher), &result).await;
+    assert_eq!((status, served.as_str()), (200, on.as_str()), "{r}");
+    assert_eq!(
+        r.pointer("/result/content/0/text"),
+        Some(&json!("slept 2.0s")),
+        "{r}"
+    );
+    let reran: u64 = replicas
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != running)
+        .map(|(_, r)| slow_calls(r))
+        .sum();
+    assert_eq!(reran, 1, "exactly one live replica ran the call again");
+    drop(b);
+}
