@@ -82,7 +82,7 @@
 //! # Features
 //! - `anyhow`: [`Classify`] for `anyhow::Error`, walking its chain.
 //! - `metrics`: every [`ToolMetrics`] count is also reported through the `metrics` facade.
-//! - `tower`: [`tower::RetryLayer`](crate::tower) and `tower::CircuitBreakerLayer`.
+//! - `tower`: `tower::RetryLayer` and `tower::CircuitBreakerLayer`.
 
 #![warn(missing_docs)]
 
