@@ -567,3 +567,114 @@ retry = { max_attempts = 3, base_delay = "3s", max_delay = "3s", jitter = "none"
         "{t}"
     );
 }
+
+/// `_meta` of a 2026-07-28 request; `tasks` declares the tasks extension.
+fn modern_meta(tasks: bool) -> Value {
+    let extensions = if tasks {
+        json!({"io.modelcontextprotocol/tasks": {}})
+    } else {
+        json!({})
+    };
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+    })
+}
+
+// The tasks extension of MCP 2026-07-28 on the same store: a call to a durable tool from a
+// client that declares the extension is answered with a task unasked (`resultType: "task"`),
+// `tasks/get` carries the result inline once it is there, `tasks/update` and `tasks/cancel`
+// acknowledge, and a request that does not declare the extension is refused with -32021.
+#[tokio::test]
+async fn the_tasks_extension_of_2026_07_28_runs_durable_calls_from_the_same_store() {
+    let s = Setup::new("[tools.echo]\ndurable = true\n[tools.slow]\ndurable = true\n");
+    let mut g = s.gateway(&[]);
+    init(&mut g, false).await;
+    request(&mut g, 1, "tools/list", json!({})).await;
+    let call = |id: i64, tool: &str, args: Value, tasks: bool| {
+        (
+            id,
+            tool.to_owned(),
+            json!({"name": tool, "arguments": args, "_meta": modern_meta(tasks)}),
+        )
+    };
+    let (id, _, params) = call(2, "echo", json!({"text": "later"}), true);
+    let r = request(&mut g, id, "tools/call", params).await;
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    assert!(
+        r["result"]["ttlMs"].is_i64() && r["result"]["pollIntervalMs"].is_u64(),
+        "{r}"
+    );
+    let task = r["result"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let get = json!({"taskId": task, "_meta": modern_meta(true)});
+    let deadline = Instant::now() + ANSWER;
+    let done = loop {
+        let r = request(&mut g, 3, "tasks/get", get.clone()).await;
+        assert_eq!(r["result"]["resultType"], "complete", "{r}");
+        if r["result"]["status"] != "working" {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the task never ended: {r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(text_of(&done["result"]["result"]), "later", "{done}");
+
+    // Without the extension declared on the request: refused, naming what is missing.
+    let bare = json!({"taskId": task, "_meta": modern_meta(false)});
+    let r = request(&mut g, 4, "tasks/get", bare).await;
+    assert_eq!(r["error"]["code"], -32021, "{r}");
+    assert!(
+        r.pointer("/error/data/requiredCapabilities/extensions/io.modelcontextprotocol~1tasks")
+            .is_some(),
+        "{r}"
+    );
+    // The same durable tool, called without the extension: a live answer.
+    let (id, _, params) = call(5, "echo", json!({"text": "now"}), false);
+    let r = request(&mut g, id, "tools/call", params).await;
+    assert_eq!(text_of(&r["result"]), "now", "{r}");
+
+    // Cancelling a working task: an acknowledgement, and the task ends cancelled.
+    let (id, _, params) = call(6, "slow", json!({"seconds": 30, "steps": 2}), true);
+    let r = request(&mut g, id, "tools/call", params).await;
+    let slow = r["result"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    s.wait_calls("slow", 1).await;
+    let update =
+        json!({"taskId": slow, "inputResponses": {"nope": {}}, "_meta": modern_meta(true)});
+    let r = request(&mut g, 7, "tasks/update", update).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+    let cancel = json!({"taskId": slow, "_meta": modern_meta(true)});
+    let r = request(&mut g, 8, "tasks/cancel", cancel).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+    let r = request(
+        &mut g,
+        9,
+        "tasks/get",
+        json!({"taskId": slow, "_meta": modern_meta(true)}),
+    )
+    .await;
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+    let r = request(
+        &mut g,
+        10,
+        "tasks/get",
+        json!({"taskId": "nope", "_meta": modern_meta(true)}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // `tasks/update` is not a method of the 2025-11-25 tasks.
+    let r = request(
+        &mut g,
+        11,
+        "tasks/update",
+        json!({"taskId": slow, "inputResponses": {}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+}

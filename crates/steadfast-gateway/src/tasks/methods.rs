@@ -20,7 +20,7 @@ pub(crate) const METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list"
 /// Tasks per `tasks/list` page.
 const PAGE: i64 = 100;
 
-fn store_error(id: &str, e: impl std::fmt::Display) -> Vec<u8> {
+pub(super) fn store_error(id: &str, e: impl std::fmt::Display) -> Vec<u8> {
     jsonrpc::error_response(
         id,
         code::INTERNAL_ERROR,
@@ -62,6 +62,8 @@ impl Durable {
         id: &str,
         mut params: Value,
     ) -> Vec<u8> {
+        // A 2026-07-28 client that declared the tasks extension gets the extension's shapes.
+        let extension = super::ext::declares(&params);
         let now = self.shared.now();
         match self.store().active(now).await {
             Ok(n) if n >= self.config.max_active => {
@@ -106,6 +108,8 @@ impl Durable {
             // No client follows a durable attempt's progress.
             if let Some(meta) = o.get_mut("_meta").and_then(Value::as_object_mut) {
                 meta.remove("progressToken");
+                // The gateway runs this call as a task; the upstream must not make another.
+                super::ext::undeclare(meta);
             }
         }
         let mut row = TaskRow {
@@ -155,15 +159,18 @@ impl Durable {
             message: Some("queued".to_owned()),
             result: None,
         };
+        if extension {
+            return jsonrpc::result_response(id, &super::ext::created(&row, &view, self.poll_ms()));
+        }
         let task = task_json(&row, &view, self.poll_ms());
         jsonrpc::result_response(id, &json!({ "task": task }).to_string())
     }
 
-    fn poll_ms(&self) -> u64 {
+    pub(super) fn poll_ms(&self) -> u64 {
         u64::try_from(self.config.poll_interval.as_millis()).unwrap_or(u64::MAX)
     }
 
-    async fn view(&self, row: &TaskRow) -> Result<View, steadfast_jobs::JobsError> {
+    pub(super) async fn view(&self, row: &TaskRow) -> Result<View, steadfast_jobs::JobsError> {
         if crate::tasks::store::status::is_terminal(&row.status) {
             return Ok(derive(row, None));
         }
@@ -286,33 +293,51 @@ pub(crate) async fn cancel_task(d: &Durable, task: &str) {
 }
 
 async fn cancel(d: &Durable, id: &str, row: TaskRow) -> Vec<u8> {
-    let view = match d.view(&row).await {
-        Ok(v) => v,
-        Err(e) => return store_error(id, e),
-    };
-    if view.is_terminal() {
-        return jsonrpc::error_response(
+    match try_cancel(d, row).await {
+        Ok(Cancel::Done(row)) => {
+            let v = derive(&row, None);
+            jsonrpc::result_response(id, &task_json(&row, &v, d.poll_ms()).to_string())
+        }
+        Ok(Cancel::AlreadyEnded(status)) => jsonrpc::error_response(
             id,
             code::INVALID_PARAMS,
-            &format!("invalid params: the task is already {}", view.status),
-        );
+            &format!("invalid params: the task is already {status}"),
+        ),
+        Ok(Cancel::JustEnded) => jsonrpc::error_response(
+            id,
+            code::INVALID_PARAMS,
+            "invalid params: the task has just finished",
+        ),
+        Err(e) => store_error(id, e),
+    }
+}
+
+/// What cancelling a task did.
+pub(super) enum Cancel {
+    /// Cancelled: the row as it is now.
+    Done(Box<TaskRow>),
+    /// It had ended before (with this status).
+    AlreadyEnded(&'static str),
+    /// It ended while being cancelled.
+    JustEnded,
+}
+
+/// Cancels a task that is still working: marks it cancelled in the store, cancels its job and
+/// drops its attempt in flight.
+pub(super) async fn try_cancel(d: &Durable, row: TaskRow) -> Result<Cancel, String> {
+    let view = d.view(&row).await.map_err(|e| e.to_string())?;
+    if view.is_terminal() {
+        return Ok(Cancel::AlreadyEnded(view.status));
     }
     let now = d.shared.now();
     let result = wire::llm_result(&wire::cancelled(&row.tool));
-    match d
+    let finished = d
         .store()
         .finish(&row.task_id, status::CANCELLED, &result, row.answered, now)
         .await
-    {
-        Ok(true) => {}
-        Ok(false) => {
-            return jsonrpc::error_response(
-                id,
-                code::INVALID_PARAMS,
-                "invalid params: the task has just finished",
-            );
-        }
-        Err(e) => return store_error(id, e),
+        .map_err(|e| e.to_string())?;
+    if !finished {
+        return Ok(Cancel::JustEnded);
     }
     // A job waiting for its retry is cancelled in the store; an attempt in flight is dropped,
     // which sends `notifications/cancelled` upstream.
@@ -324,8 +349,7 @@ async fn cancel(d: &Durable, id: &str, row: TaskRow) -> Vec<u8> {
     row.status = status::CANCELLED.to_owned();
     row.result = Some(result);
     row.updated_at = now;
-    let v = derive(&row, None);
-    jsonrpc::result_response(id, &task_json(&row, &v, d.poll_ms()).to_string())
+    Ok(Cancel::Done(Box::new(row)))
 }
 
 async fn list(d: &Durable, session: &Session, id: &str, p: &Value) -> Vec<u8> {
@@ -364,7 +388,7 @@ async fn list(d: &Durable, session: &Session, id: &str, p: &Value) -> Vec<u8> {
     jsonrpc::result_response(id, &out.to_string())
 }
 
-fn upstream_has_tasks(session: &Session, task_id: &str) -> bool {
+pub(super) fn upstream_has_tasks(session: &Session, task_id: &str) -> bool {
     // With several upstreams, the one that created the task for one of our calls.
     if session.router.is_namespaced() {
         return session

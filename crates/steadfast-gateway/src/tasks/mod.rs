@@ -12,6 +12,7 @@
 //! plugs in without touching the handler.
 
 mod attempt;
+mod ext;
 mod job;
 mod methods;
 mod store;
@@ -408,7 +409,9 @@ impl Extension for SessionTasks {
     /// run as a task itself). Every other call is live, as before.
     fn claims_call(&self, _session: &Session, params: &Value) -> bool {
         let d = &self.durable;
-        if !params.get("task").is_some_and(Value::is_object) {
+        // Asked for a task (2025-11-25), or declared the tasks extension (2026-07-28: the server
+        // decides; a durable tool always becomes a task for such a client).
+        if !params.get("task").is_some_and(Value::is_object) && !ext::declares(params) {
             return false;
         }
         let Some(name) = params.get("name").and_then(Value::as_str) else {
@@ -431,11 +434,13 @@ impl Extension for SessionTasks {
         id: &'a str,
         params: Value,
     ) -> BoxFuture<'a, Vec<u8>> {
+        // A 2026-07-28 client never initializes: its first durable call starts the worker.
+        self.durable.start();
         Box::pin(self.durable.create(self, session, id, params))
     }
 
     fn serves(&self, method: &str) -> bool {
-        methods::METHODS.contains(&method)
+        methods::METHODS.contains(&method) || ext::METHODS.contains(&method)
     }
 
     fn serve<'a>(
@@ -445,7 +450,25 @@ impl Extension for SessionTasks {
         method: &'a str,
         params: Option<&'a str>,
     ) -> BoxFuture<'a, Vec<u8>> {
-        Box::pin(methods::serve(&self.durable, session, id, method, params))
+        self.durable.start();
+        Box::pin(async move {
+            let modern = params
+                .and_then(|p| serde_json::from_str::<Value>(p).ok())
+                .is_some_and(|p| ext::is_modern(&p));
+            if modern {
+                ext::serve(&self.durable, session, id, method, params).await
+            } else if ext::METHODS.contains(&method) && !methods::METHODS.contains(&method) {
+                crate::wire::jsonrpc::error_response(
+                    id,
+                    crate::wire::jsonrpc::code::METHOD_NOT_FOUND,
+                    &format!(
+                        "{method} belongs to the tasks extension of MCP 2026-07-28; this request is not of that revision"
+                    ),
+                )
+            } else {
+                methods::serve(&self.durable, session, id, method, params).await
+            }
+        })
     }
 
     /// Session hook, `notifications/cancelled` for request `id` (raw JSON): a durable call's

@@ -38,7 +38,8 @@ pub(crate) struct Scan<'a> {
     pub(crate) object: bool,
     /// The top-level `name` (the last one, as a decoded map keeps), if it is a string.
     pub(crate) name: Option<Cow<'a, str>>,
-    /// The top-level `_meta` (the last one) is an object with a `progressToken`.
+    /// The top-level `_meta` (the last one) is an object with a `progressToken`, or declares
+    /// the 2026-07-28 tasks extension in its client capabilities: the session must read it.
     pub(crate) progress_token: bool,
     /// A top-level `task` member exists.
     pub(crate) task: bool,
@@ -264,8 +265,74 @@ impl<'de> Visitor<'de> for Meta<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
         let mut found = false;
         while let Some(key) = map.next_key_seed(Key(self.0))? {
+            if key == CLIENT_CAPABILITIES {
+                found |= map.next_value_seed(Has(self.0, TASKS_EXTENSION))?;
+                continue;
+            }
             found |= key == "progressToken";
             map.next_value_seed(Check(self.0))?;
+        }
+        Ok(found)
+    }
+}
+
+/// The per-request client capabilities of MCP 2026-07-28, in `_meta`.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// Where in them a client declares the tasks extension.
+const TASKS_EXTENSION: &[&str] = &["extensions", "io.modelcontextprotocol/tasks"];
+
+/// Any value, checked as `Check` does; true when it is an object holding `path` (nested keys).
+struct Has<'m>(&'m Cell<bool>, &'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Has<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Has<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+        Check(self.0).visit_seq(seq).map(|()| false)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut found = false;
+        while let Some(key) = map.next_key_seed(Key(self.0))? {
+            match self.1 {
+                [last] if key == *last => {
+                    map.next_value_seed(Check(self.0))?;
+                    found = true;
+                }
+                [first, rest @ ..] if key == *first => {
+                    found |= map.next_value_seed(Has(self.0, rest))?;
+                }
+                _ => map.next_value_seed(Check(self.0))?,
+            }
         }
         Ok(found)
     }
@@ -377,6 +444,7 @@ b"}}"#,
             r#"{"name":"echo","_meta":{"progressToken":7}}"#,
             r#"{"name":"echo","task":{}}"#,
             r#"{"name":"e\u0063ho"}"#,
+            r#"{"name":"echo","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}"#,
         ] {
             let p = CallParams::parse(decoded, false).unwrap().unwrap();
             assert!(matches!(p, CallParams::Value(_)), "{decoded}");
@@ -396,6 +464,15 @@ b"}}"#,
                 .unwrap()
                 .is_none()
         );
+        // A 2026-07-28 request declaring other capabilities is relayed as written.
+        for raw in [
+            r#"{"name":"echo","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"x/y":{}},"sampling":{}}}}"#,
+            r#"{"name":"echo","_meta":{"io.modelcontextprotocol/clientCapabilities":{"io.modelcontextprotocol/tasks":{}}}}"#,
+            r#"{"name":"echo","_meta":{"io.modelcontextprotocol/clientCapabilities":[{"extensions":1}]}}"#,
+        ] {
+            let p = CallParams::parse(raw, false).unwrap().unwrap();
+            assert!(matches!(p, CallParams::Raw { .. }), "{raw}");
+        }
         let meta = r#"{"name":"a","_meta":{"progressToken":1},"_meta":{}}"#;
         assert!(matches!(
             CallParams::parse(meta, false).unwrap(),

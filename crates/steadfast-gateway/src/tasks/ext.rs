@@ -1,0 +1,285 @@
+//! Durable tool calls for clients of MCP 2026-07-28, through the tasks extension
+//! (`io.modelcontextprotocol/tasks`, SEP-2663).
+//!
+//! The same store and jobs as the 2025-11-25 tasks (`methods.rs`); only what the client sees
+//! differs. The revision moved tasks out of the core: a client declares the extension in each
+//! request's `_meta["io.modelcontextprotocol/clientCapabilities"].extensions`, the server
+//! decides per call whether to answer with a task (`resultType: "task"`, unasked — there is no
+//! `params.task`), and the client polls `tasks/get`, whose answer carries the final result
+//! inline; `tasks/update` delivers input, `tasks/cancel` is an acknowledgement. There is no
+//! `tasks/list` and no blocking `tasks/result`.
+//!
+//! One mapping is not one-to-one: the extension's `failed` status is for JSON-RPC errors only,
+//! and a durable call that gave up ends with the live call's `isError` result (an `LlmError`),
+//! so it is `completed` here with that result, as the extension asks of tool errors.
+
+use serde_json::{Value, json};
+
+use super::Durable;
+use super::store::{TaskRow, status};
+use super::wire::View;
+use crate::session::Session;
+use crate::wire::jsonrpc::{self, code};
+
+/// The extension's identifier, as clients and servers declare it.
+pub(crate) const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// The methods the extension defines (`tasks/get` and `tasks/cancel` exist in 2025-11-25 too,
+/// with other shapes: the request's era decides which answers).
+pub(crate) const METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
+
+/// `-32021`, reserved by MCP 2026-07-28: the request needs a capability the client did not
+/// declare.
+pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+
+const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// Whether a request's params come from a 2026-07-28 client: it carries its protocol version
+/// in `_meta`, which handshake-era requests never do.
+pub(crate) fn is_modern(params: &Value) -> bool {
+    params
+        .pointer("/_meta")
+        .and_then(|m| m.get(PROTOCOL_VERSION))
+        .is_some_and(Value::is_string)
+}
+
+/// Whether the request declares the tasks extension in its per-request capabilities.
+pub(crate) fn declares(params: &Value) -> bool {
+    params
+        .pointer("/_meta")
+        .and_then(|m| m.get(CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(EXTENSION))
+        .is_some_and(Value::is_object)
+}
+
+/// Removes the extension from a request's `_meta` (the call it belongs to is run as a task here,
+/// so the upstream must answer it plainly).
+pub(crate) fn undeclare(meta: &mut serde_json::Map<String, Value>) {
+    if let Some(e) = meta
+        .get_mut(CLIENT_CAPABILITIES)
+        .and_then(|c| c.get_mut("extensions"))
+        .and_then(Value::as_object_mut)
+    {
+        e.remove(EXTENSION);
+    }
+}
+
+/// The extension's `Task` fields for a row in the state `view`.
+fn task(row: &TaskRow, view: &View, poll_ms: u64) -> serde_json::Map<String, Value> {
+    let mut t = serde_json::Map::new();
+    t.insert("taskId".into(), row.task_id.clone().into());
+    t.insert("status".into(), ext_status(view).into());
+    t.insert("createdAt".into(), super::wire::iso(row.created_at).into());
+    t.insert(
+        "lastUpdatedAt".into(),
+        super::wire::iso(row.updated_at).into(),
+    );
+    t.insert("ttlMs".into(), row.ttl_ms.into());
+    t.insert("pollIntervalMs".into(), poll_ms.into());
+    if let Some(m) = &view.message {
+        t.insert(
+            "statusMessage".into(),
+            steadfast::sanitize(m).into_owned().into(),
+        );
+    }
+    t
+}
+
+/// Our status as the extension names it (see the module docs for `failed`).
+fn ext_status(view: &View) -> &'static str {
+    match view.status {
+        status::COMPLETED | status::FAILED => "completed",
+        status::CANCELLED => "cancelled",
+        _ => "working",
+    }
+}
+
+/// `CreateTaskResult`: the answer to a `tools/call` that became a task.
+pub(crate) fn created(row: &TaskRow, view: &View, poll_ms: u64) -> String {
+    let mut t = task(row, view, poll_ms);
+    t.insert("resultType".into(), "task".into());
+    Value::Object(t).to_string()
+}
+
+/// `GetTaskResult`: the task with its result inline once it has one.
+pub(crate) fn detailed(row: &TaskRow, view: &View, poll_ms: u64) -> String {
+    let mut t = task(row, view, poll_ms);
+    t.insert("resultType".into(), "complete".into());
+    if ext_status(view) == "completed" {
+        let result = view
+            .result
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok())
+            .unwrap_or_else(|| json!({"content": [], "isError": true}));
+        t.insert("result".into(), result);
+    }
+    Value::Object(t).to_string()
+}
+
+/// The acknowledgement `tasks/update` and `tasks/cancel` answer with.
+const ACK: &str = r#"{"resultType":"complete"}"#;
+
+fn missing_capability(id: &str) -> Vec<u8> {
+    let error = json!({
+        "code": MISSING_CLIENT_CAPABILITY,
+        "message": format!("Missing required client capability: declare the {EXTENSION} extension in this request's _meta"),
+        "data": {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+    });
+    jsonrpc::raw_error_response(id, &error.to_string())
+}
+
+/// Serves `tasks/get`, `tasks/update` or `tasks/cancel` of a 2026-07-28 client; the line
+/// answering it. A task id the store does not know is the upstream's own task, relayed.
+pub(crate) async fn serve(
+    d: &Durable,
+    session: &std::sync::Arc<Session>,
+    id: &str,
+    method: &str,
+    params: Option<&str>,
+) -> Vec<u8> {
+    let p: Value = params
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_else(|| json!({}));
+    if !declares(&p) {
+        return missing_capability(id);
+    }
+    let Some(task_id) = p.get("taskId").and_then(Value::as_str) else {
+        return jsonrpc::error_response(
+            id,
+            code::INVALID_PARAMS,
+            "invalid params: taskId (a string) is required",
+        );
+    };
+    if method == "tasks/update" && !p.get("inputResponses").is_some_and(Value::is_object) {
+        return jsonrpc::error_response(
+            id,
+            code::INVALID_PARAMS,
+            "invalid params: inputResponses (an object) is required",
+        );
+    }
+    let row = match d.store().get(task_id, d.shared.now()).await {
+        Ok(Some(r)) => r,
+        Ok(None) if super::methods::upstream_has_tasks(session, task_id) => {
+            return session.forward(id, method, params).await;
+        }
+        Ok(None) => {
+            return jsonrpc::error_response(
+                id,
+                code::INVALID_PARAMS,
+                "Failed to retrieve task: no such task (unknown, or expired)",
+            );
+        }
+        Err(e) => return super::methods::store_error(id, e),
+    };
+    match method {
+        "tasks/get" => match d.view(&row).await {
+            Ok(v) => jsonrpc::result_response(id, &detailed(&row, &v, d.poll_ms())),
+            Err(e) => super::methods::store_error(id, e),
+        },
+        // A durable call never asks its client for input, so no key is ever outstanding: the
+        // extension asks servers to ignore responses to keys that are not.
+        "tasks/update" => jsonrpc::result_response(id, ACK),
+        _ => match super::methods::try_cancel(d, row).await {
+            // Cancelling a task that already ended is acknowledged too: cancellation is
+            // cooperative and the task keeps its terminal status.
+            Ok(_) => jsonrpc::result_response(id, ACK),
+            Err(e) => super::methods::store_error(id, e),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(status: &str, result: Option<&str>) -> TaskRow {
+        TaskRow {
+            task_id: "t1".into(),
+            owner: "stdio".into(),
+            job_id: Some(1),
+            tool: "echo".into(),
+            params: "{}".into(),
+            replay: true,
+            status: status.into(),
+            result: result.map(str::to_owned),
+            last_failure: None,
+            sent: 1,
+            answered: 1,
+            ttl_ms: 60_000,
+            created_at: 1_700_000_000_000,
+            updated_at: 1_700_000_001_000,
+        }
+    }
+
+    fn parse(s: &str) -> Value {
+        serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn eras_and_the_declared_extension_are_read_from_meta() {
+        let modern = json!({"name": "x", "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}}});
+        assert!(is_modern(&modern) && declares(&modern));
+        let without = json!({"name": "x", "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {}}}});
+        assert!(is_modern(&without) && !declares(&without));
+        let old = json!({"name": "x", "task": {"ttl": 1000}, "_meta": {"progressToken": 1}});
+        assert!(!is_modern(&old) && !declares(&old));
+        let mut meta = modern["_meta"].as_object().unwrap().clone();
+        undeclare(&mut meta);
+        assert!(!declares(&json!({"_meta": meta})));
+        assert!(
+            is_modern(&json!({"_meta": meta})),
+            "only the extension is removed"
+        );
+    }
+
+    #[test]
+    fn a_created_task_is_a_task_result_with_the_extensions_field_names() {
+        let r = TaskRow {
+            job_id: None,
+            ..row(status::WORKING, None)
+        };
+        let view = super::super::wire::derive(&r, None);
+        let v = parse(&created(&r, &view, 250));
+        assert_eq!(v["resultType"], "task");
+        assert_eq!(v["status"], "working");
+        assert_eq!(
+            (v["ttlMs"].as_i64(), v["pollIntervalMs"].as_u64()),
+            (Some(60_000), Some(250))
+        );
+        assert!(
+            v.get("ttl").is_none() && v.get("pollInterval").is_none(),
+            "{v}"
+        );
+        assert_eq!(v["createdAt"], "2023-11-14T22:13:20.000Z");
+    }
+
+    #[test]
+    fn a_finished_task_carries_its_result_inline_and_a_tool_error_is_completed() {
+        let ok = r#"{"content":[{"type":"text","text":"hi"}]}"#;
+        let r = row(status::COMPLETED, Some(ok));
+        let v = parse(&detailed(&r, &super::super::wire::derive(&r, None), 100));
+        assert_eq!(
+            (v["resultType"].as_str(), v["status"].as_str()),
+            (Some("complete"), Some("completed"))
+        );
+        assert_eq!(v["result"]["content"][0]["text"], "hi");
+        let gave_up = r#"{"content":[{"type":"text","text":"{}"}],"isError":true}"#;
+        let r = row(status::FAILED, Some(gave_up));
+        let v = parse(&detailed(&r, &super::super::wire::derive(&r, None), 100));
+        assert_eq!(
+            v["status"], "completed",
+            "failed is for JSON-RPC errors only: {v}"
+        );
+        assert_eq!(v["result"]["isError"], true);
+        let r = row(status::CANCELLED, Some(gave_up));
+        let v = parse(&detailed(&r, &super::super::wire::derive(&r, None), 100));
+        assert_eq!(v["status"], "cancelled");
+        assert!(v.get("result").is_none(), "{v}");
+    }
+}
