@@ -192,6 +192,17 @@ async fn balancer(haproxy: &str, replicas: &[Replica]) -> Balancer {
     }
 }
 
+/// Three replicas on `config` behind HAProxy.
+async fn cluster(env: &Env, config: &str) -> ([Replica; 3], Balancer) {
+    let replicas = [
+        replica(config).await,
+        replica(config).await,
+        replica(config).await,
+    ];
+    let b = balancer(&env.haproxy, &replicas).await;
+    (replicas, b)
+}
+
 /// A JSON-RPC request through the balancer: (HTTP status, the replica that served it, session
 /// id header, the answer).
 async fn post(
@@ -282,12 +293,7 @@ async fn a_breaker_and_a_durable_task_are_shared_by_every_replica() {
     let env = env();
     let db = Database::new(&env.postgres, "replicas_shared");
     let config = config(&env, &db, &unique("replicas"));
-    let replicas = [
-        replica(&config).await,
-        replica(&config).await,
-        replica(&config).await,
-    ];
-    let b = balancer(&env.haproxy, &replicas).await;
+    let (replicas, b) = cluster(&env, &config).await;
     let (a, on_a) = initialize(&b).await;
     let (c, on_c) = session_elsewhere(&b, &[&on_a]).await;
 
@@ -344,12 +350,7 @@ async fn a_dead_replicas_sessions_get_404_and_start_again_elsewhere() {
     let env = env();
     let db = Database::new(&env.postgres, "replicas_dead");
     let config = config(&env, &db, &unique("replicas-dead"));
-    let mut replicas = [
-        replica(&config).await,
-        replica(&config).await,
-        replica(&config).await,
-    ];
-    let b = balancer(&env.haproxy, &replicas).await;
+    let (mut replicas, b) = cluster(&env, &config).await;
     let (doomed, on_doomed) = initialize(&b).await;
     let (other, on_other) = session_elsewhere(&b, &[&on_doomed]).await;
     for id in 2..5 {
@@ -409,12 +410,7 @@ async fn a_durable_call_on_a_replica_killed_mid_call_is_finished_by_another() {
             "poll_interval = \"100ms\"\nlease = \"1s\"\n"
         )
     );
-    let mut replicas = [
-        replica(&config).await,
-        replica(&config).await,
-        replica(&config).await,
-    ];
-    let b = balancer(&env.haproxy, &replicas).await;
+    let (mut replicas, b) = cluster(&env, &config).await;
     let (a, _) = initialize(&b).await;
     let slow = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "slow", "arguments": {"seconds": 2, "steps": 2}, "task": {"ttl": 60000}}});

@@ -223,7 +223,35 @@ impl<'de> Visitor<'de> for Str<'_> {
     }
 }
 
-/// `_meta`: whether it is an object with a `progressToken` member.
+/// A visitor's answer for values that are not objects: checked (as `Check` does), and false.
+macro_rules! not_found_in_scalars_or_arrays {
+    () => {
+        fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_unit<E>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+            Check(self.0).visit_seq(seq).map(|()| false)
+        }
+    };
+}
+
+/// `_meta`: whether it is an object with a `progressToken` member or declaring the tasks
+/// extension.
 struct Meta<'m>(&'m Cell<bool>);
 
 impl<'de> DeserializeSeed<'de> for Meta<'_> {
@@ -241,27 +269,7 @@ impl<'de> Visitor<'de> for Meta<'_> {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
-        Check(self.0).visit_seq(seq).map(|()| false)
-    }
+    not_found_in_scalars_or_arrays!();
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
         let mut found = false;
         while let Some(key) = map.next_key_seed(Key(self.0))? {
@@ -299,27 +307,7 @@ impl<'de> Visitor<'de> for Has<'_> {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
-        Check(self.0).visit_seq(seq).map(|()| false)
-    }
+    not_found_in_scalars_or_arrays!();
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
         let mut found = false;
         while let Some(key) = map.next_key_seed(Key(self.0))? {
