@@ -10,9 +10,9 @@
 //!
 //! The W3C `traceparent` / `tracestate` of the context that queued a job is stored with it
 //! ([`JobOptions::traceparent`](crate::JobOptions::traceparent), or a [`TracePropagation`]'s
-//! [`current`](TracePropagation::current)), and every attempt hands it to the propagation's
-//! [`attach`](TracePropagation::attach) inside the attempt's span — where an OpenTelemetry
-//! user links the span to it, or parents it on it. Both sides are a few lines over
+//! [`current`](TracePropagation::current)), and every attempt hands it, with its span, to the
+//! propagation's [`attach`](TracePropagation::attach) — where an OpenTelemetry user links the
+//! span to it, or parents it on it. Both sides are a few lines over
 //! `opentelemetry`'s `TraceContextPropagator` (see `docs/jobs.md`).
 
 use crate::JobsError;
@@ -156,9 +156,11 @@ pub trait TracePropagation: Send + Sync + 'static {
         None
     }
 
-    /// Called once per attempt of a job that has a stored context, inside the attempt's span
-    /// (`span` is also `Span::current()`), before the handler runs: link the span to the
-    /// enqueuer's trace, or make it its parent.
+    /// Called once per attempt of a job that has a stored context, with the attempt's span
+    /// before it is first entered (so `tracing-opentelemetry`'s `set_parent` still works) and
+    /// only when a subscriber records it: link the span to the enqueuer's trace (`add_link`,
+    /// what the messaging conventions ask of a `process` span), or make it its parent, for one
+    /// trace from the enqueuing request to the job's last attempt.
     fn attach(&self, span: &tracing::Span, stored: &TraceContext);
 }
 

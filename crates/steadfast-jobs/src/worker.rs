@@ -328,7 +328,9 @@ impl Shared {
             &self.jobs.inner.propagation,
             trace.as_ref(),
         ) {
-            span.in_scope(|| p.attach(&span, tc));
+            // Before the span is first entered: `tracing-opentelemetry` starts the span then,
+            // and refuses a new parent after that.
+            p.attach(&span, tc);
         }
         let outcome = self.attempt(&row, trace).instrument(span.clone()).await;
         if let Ok(o) = &outcome {
