@@ -13,6 +13,7 @@ use steadfast::{Classify, ErrorClass, ErrorCode, ErrorKind, RetryPolicyBuilder};
 use tokio_util::sync::CancellationToken;
 
 use crate::job::{JobId, idempotency_key_for};
+use crate::trace::TraceContext;
 
 /// What a handler knows about the attempt it runs.
 #[derive(Debug, Clone)]
@@ -21,6 +22,7 @@ pub struct JobContext {
     pub(crate) attempt: u32,
     pub(crate) fire_at: Option<DateTime<Utc>>,
     pub(crate) cancel: CancellationToken,
+    pub(crate) trace: Option<TraceContext>,
 }
 
 impl JobContext {
@@ -43,6 +45,13 @@ impl JobContext {
     /// For a scheduled run, the fire time it stands for.
     pub fn fire_at(&self) -> Option<DateTime<Utc>> {
         self.fire_at
+    }
+
+    /// The W3C trace context stored when the job was queued (see
+    /// [`JobOptions::traceparent`](crate::JobOptions::traceparent)), for a handler that
+    /// continues that trace in what it calls (an HTTP `traceparent` header, an MCP `_meta`).
+    pub fn trace_context(&self) -> Option<&TraceContext> {
+        self.trace.as_ref()
     }
 
     /// Cancelled when the worker shuts down past its grace period or loses the job's lease:

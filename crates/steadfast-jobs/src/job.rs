@@ -95,6 +95,12 @@ pub struct Job {
     pub priority: i32,
     /// The key whose limits it runs under.
     pub limit_key: Option<String>,
+    /// The W3C `traceparent` of the context that queued it (see
+    /// [`JobOptions::traceparent`](crate::JobOptions::traceparent)): continue or link that
+    /// trace from whatever finishes the job.
+    pub traceparent: Option<String>,
+    /// The `tracestate` stored with [`traceparent`](Self::traceparent).
+    pub tracestate: Option<String>,
 }
 
 impl Job {

@@ -18,6 +18,7 @@ use crate::job::{Job, JobId, JobState};
 use crate::options::{JobOptions, ScheduleOptions, When};
 use crate::recurrence::Recurrence;
 use crate::store::{NewJob, Stats, Store, StoreOptions};
+use crate::trace::{TraceContext, TracePropagation};
 use crate::worker::{Worker, WorkerConfig};
 
 type OnDead = Arc<dyn Fn(&Job) + Send + Sync>;
@@ -33,6 +34,8 @@ pub(crate) struct Inner {
     pub(crate) wake: Arc<Notify>,
     /// What one step of priority is worth in waiting, in milliseconds.
     pub(crate) aging_ms: i64,
+    /// Captures the enqueuer's trace context and attaches it to attempt spans.
+    pub(crate) propagation: Option<Arc<dyn TracePropagation>>,
 }
 
 /// Queues, schedules and inspects durable jobs; cheap to clone.
@@ -90,6 +93,7 @@ pub struct JobsBuilder {
     clock: Option<Arc<dyn Clock>>,
     on_dead: Option<OnDead>,
     aging: Option<Duration>,
+    propagation: Option<Arc<dyn TracePropagation>>,
 }
 
 impl std::fmt::Debug for JobsBuilder {
@@ -129,6 +133,15 @@ impl JobsBuilder {
     /// delayed, never starved. Give every process sharing a store the same value.
     pub fn priority_aging(mut self, step: Duration) -> Self {
         self.aging = Some(step);
+        self
+    }
+
+    /// Connects attempt spans to the trace that queued each job (see [`TracePropagation`]):
+    /// jobs queued without a `traceparent` store its [`current`](TracePropagation::current)
+    /// context, and every attempt of a job with one calls its
+    /// [`attach`](TracePropagation::attach).
+    pub fn trace_propagation(mut self, p: impl TracePropagation) -> Self {
+        self.propagation = Some(Arc::new(p));
         self
     }
 
@@ -179,6 +192,7 @@ impl JobsBuilder {
                 on_dead: self.on_dead,
                 wake: Arc::new(Notify::new()),
                 aging_ms: duration_ms(aging),
+                propagation: self.propagation,
             }),
         })
     }
@@ -242,6 +256,13 @@ impl Jobs {
         let policy = self.policy_json(handler, &opts.retry)?;
         let payload = serde_json::to_string(payload)?;
         let (priority, head_start_ms, limit_key) = self.placement(handler, opts)?;
+        // A schedule's fire times start traces of their own; a one-off job continues its
+        // enqueuer's.
+        let trace = match (&opts.traceparent, schedule) {
+            (Some(tp), _) => Some(TraceContext::parse(tp, opts.tracestate.as_deref())?),
+            (None, None) => self.current_trace(),
+            (None, Some(_)) => None,
+        };
         let id = self
             .inner
             .store
@@ -258,6 +279,7 @@ impl Jobs {
                     priority,
                     head_start_ms,
                     limit_key: limit_key.as_deref(),
+                    trace: trace.as_ref(),
                 },
                 self.now(),
             )
@@ -266,6 +288,13 @@ impl Jobs {
             .increment(1);
         self.inner.wake.notify_waiters();
         Ok(id)
+    }
+
+    /// The propagation's current context, if it has a valid one.
+    fn current_trace(&self) -> Option<TraceContext> {
+        let tc = self.inner.propagation.as_ref()?.current()?;
+        // Re-checked: a propagation may hand over anything.
+        TraceContext::parse(&tc.traceparent, tc.tracestate.as_deref()).ok()
     }
 
     /// A job's priority, head start and key: its options, else its handler's defaults.
@@ -302,6 +331,7 @@ impl Jobs {
             .collect::<Result<Vec<_>, _>>()?;
         let (priority, head_start_ms, limit_key) = self.placement(handler, &JobOptions::new())?;
         let now = self.now();
+        let trace = self.current_trace();
         let common = NewJob {
             handler,
             payload: Cow::Borrowed(""),
@@ -314,6 +344,7 @@ impl Jobs {
             priority,
             head_start_ms,
             limit_key: limit_key.as_deref(),
+            trace: trace.as_ref(),
         };
         let ids = self
             .inner

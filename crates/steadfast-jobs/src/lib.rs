@@ -33,6 +33,7 @@ mod limits;
 mod options;
 mod recurrence;
 mod store;
+pub mod trace;
 mod worker;
 mod worker_loop;
 
@@ -45,4 +46,5 @@ pub use jobs::{Jobs, JobsBuilder};
 pub use limits::{KeyLimits, KeyStatus, QueueStatus};
 pub use options::{CatchUp, JobOptions, ScheduleOptions, When};
 pub use store::{Backend, Stats, Store, StoreOptions};
+pub use trace::{TraceContext, TracePropagation};
 pub use worker::{Worker, WorkerConfig, WorkerHandle};

@@ -34,6 +34,13 @@ pub struct JobOptions {
     /// The key (tenant, provider, tool) whose limits and pause apply
     /// ([`Jobs::set_limits`](crate::Jobs::set_limits)); the handler's default when `None`.
     pub limit_key: Option<String>,
+    /// The W3C `traceparent` of the context queueing the job, stored with it so each attempt's
+    /// span is linked to that trace; when `None`, the
+    /// [`TracePropagation`](crate::TracePropagation)'s current context, if one is set.
+    /// Checked when queued (the error names `traceparent`).
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` going with [`traceparent`](Self::traceparent) (ignored without it).
+    pub tracestate: Option<String>,
 }
 
 impl JobOptions {
@@ -69,6 +76,20 @@ impl JobOptions {
     /// Runs under this key's limits.
     pub fn limit_key(mut self, key: impl Into<String>) -> Self {
         self.limit_key = Some(key.into());
+        self
+    }
+
+    /// Stores the enqueuer's W3C trace context with the job (`tracestate` may be `None`).
+    ///
+    /// ```
+    /// use steadfast_jobs::JobOptions;
+    /// let opts = JobOptions::new()
+    ///     .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Some("vendor=1"));
+    /// assert_eq!(opts.tracestate.as_deref(), Some("vendor=1"));
+    /// ```
+    pub fn traceparent(mut self, traceparent: impl Into<String>, tracestate: Option<&str>) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self.tracestate = tracestate.map(str::to_owned);
         self
     }
 }

@@ -17,6 +17,7 @@ use sqlx::{AnyPool, Executor, Row};
 use crate::JobsError;
 use crate::clock::from_ms;
 use crate::job::{Job, JobId, JobState, opt_time};
+use crate::trace::TraceContext;
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,24 +98,30 @@ pub struct Store {
 
 pub(crate) const JOB_COLS: &str = "id, handler, payload, policy, state, attempts, run_at, \
     first_attempt_at, last_delay_ms, lease_until, locked_by, last_error, last_error_code, unique_key, \
-    ordering_key, schedule_id, fire_at, created_at, updated_at, finished_at, priority, limit_key";
+    ordering_key, schedule_id, fire_at, created_at, updated_at, finished_at, priority, limit_key, \
+    traceparent, tracestate";
 
 static DRIVERS: Once = Once::new();
 
 fn migrator(backend: Backend) -> Migrator {
-    let sql: [(&str, &'static str); 2] = match backend {
+    let sql: [(&str, &'static str); 3] = match backend {
         Backend::Sqlite => [
             ("jobs", include_str!("../migrations/sqlite/0001_jobs.sql")),
             (
                 "limits",
                 include_str!("../migrations/sqlite/0002_limits.sql"),
             ),
+            ("trace", include_str!("../migrations/sqlite/0003_trace.sql")),
         ],
         Backend::Postgres => [
             ("jobs", include_str!("../migrations/postgres/0001_jobs.sql")),
             (
                 "limits",
                 include_str!("../migrations/postgres/0002_limits.sql"),
+            ),
+            (
+                "trace",
+                include_str!("../migrations/postgres/0003_trace.sql"),
             ),
         ],
     };
@@ -277,8 +284,9 @@ impl Store {
         for _ in 0..3 {
             let row = sqlx::query(
                 "INSERT INTO steadfast_jobs (handler, payload, policy, state, run_at, unique_key, \
-                 ordering_key, schedule_id, fire_at, created_at, updated_at, priority, head_start_ms, limit_key) \
-                 VALUES ($1, $2, $3, 'available', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12) \
+                 ordering_key, schedule_id, fire_at, created_at, updated_at, priority, head_start_ms, limit_key, \
+                 traceparent, tracestate) \
+                 VALUES ($1, $2, $3, 'available', $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $14) \
                  ON CONFLICT DO NOTHING RETURNING id",
             )
             .bind(new.handler)
@@ -293,6 +301,8 @@ impl Store {
             .bind(new.priority)
             .bind(new.head_start_ms)
             .bind(new.limit_key)
+            .bind(new.trace.map(|t| t.traceparent.as_str()))
+            .bind(new.trace.and_then(|t| t.tracestate.as_deref()))
             .fetch_optional(&self.pool)
             .await?;
             if let Some(row) = row {
@@ -370,15 +380,15 @@ impl Store {
             let mut sql = String::with_capacity(160 + chunk.len() * 48);
             sql.push_str(
                 "INSERT INTO steadfast_jobs (handler, payload, policy, state, run_at, created_at, updated_at, \
-                 priority, head_start_ms, limit_key) VALUES ",
+                 priority, head_start_ms, limit_key, traceparent, tracestate) VALUES ",
             );
             for i in 0..chunk.len() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
                 sql.push_str(&format!(
-                    "($1, ${}, $2, 'available', $3, $4, $4, $5, $6, $7)",
-                    i + 8
+                    "($1, ${}, $2, 'available', $3, $4, $4, $5, $6, $7, $8, $9)",
+                    i + 10
                 ));
             }
             sql.push_str(" RETURNING id");
@@ -389,7 +399,9 @@ impl Store {
                 .bind(now)
                 .bind(common.priority)
                 .bind(common.head_start_ms)
-                .bind(common.limit_key);
+                .bind(common.limit_key)
+                .bind(common.trace.map(|t| t.traceparent.as_str()))
+                .bind(common.trace.and_then(|t| t.tracestate.as_deref()));
             for p in chunk {
                 q = q.bind(p.as_str());
             }
@@ -663,6 +675,24 @@ pub struct Stats {
     pub queue_lag: Option<Duration>,
 }
 
+impl Stats {
+    /// Sets the `steadfast_jobs_stored{state}` gauge: the whole store's jobs by state (so
+    /// every process sharing a store reports the same numbers: aggregate with `max`, not
+    /// `sum`). `retrying` is the part of `available` waiting for a retry.
+    pub(crate) fn export(&self) {
+        for (state, n) in [
+            ("available", self.available),
+            ("retrying", self.retrying),
+            ("running", self.running),
+            ("done", self.done),
+            ("dead", self.dead),
+            ("cancelled", self.cancelled),
+        ] {
+            metrics::gauge!("steadfast_jobs_stored", "state" => state).set(n as f64);
+        }
+    }
+}
+
 fn scheme_of(url: &str) -> &str {
     url.split(':').next().unwrap_or("")
 }
@@ -680,6 +710,8 @@ pub(crate) struct NewJob<'a> {
     pub priority: i64,
     pub head_start_ms: i64,
     pub limit_key: Option<&'a str>,
+    /// The enqueuer's trace context.
+    pub trace: Option<&'a TraceContext>,
 }
 
 /// Which attempt of which job a worker holds.
@@ -734,6 +766,8 @@ pub(crate) struct JobRow {
     pub finished_at: Option<i64>,
     pub priority: i64,
     pub limit_key: Option<String>,
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 impl JobRow {
@@ -759,6 +793,8 @@ impl JobRow {
             finished_at: r.try_get("finished_at")?,
             priority: r.try_get("priority")?,
             limit_key: r.try_get("limit_key")?,
+            traceparent: r.try_get("traceparent")?,
+            tracestate: r.try_get("tracestate")?,
         })
     }
 
@@ -786,6 +822,15 @@ impl JobRow {
             finished_at: opt_time(self.finished_at),
             priority: i32::try_from(self.priority).unwrap_or(0),
             limit_key: self.limit_key.clone(),
+            traceparent: self.traceparent.clone(),
+            tracestate: self.tracestate.clone(),
         }
+    }
+
+    /// The stored trace context, when it is one (it was checked when queued; a row written
+    /// by hand that fails the check is ignored rather than failing the attempt).
+    pub(crate) fn trace(&self) -> Option<TraceContext> {
+        let tp = self.traceparent.as_deref()?;
+        TraceContext::parse(tp, self.tracestate.as_deref()).ok()
     }
 }

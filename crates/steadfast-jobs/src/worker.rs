@@ -52,6 +52,10 @@ pub struct WorkerConfig {
     /// limits, and it can no longer be cancelled); one that waits half its lease is given back
     /// unrun. Worth it for many short jobs: one claim per half-buffer instead of per job.
     pub prefetch: usize,
+    /// How often the running loop counts the store's jobs by state into the
+    /// `steadfast_jobs_stored{state}` gauge (default 15 s; `None` never: the count reads every
+    /// row's state, which a store of millions of finished jobs may not want every few seconds).
+    pub stats_interval: Option<Duration>,
     /// This worker's name in `locked_by` (default: host-independent random id with the pid).
     pub id: Option<String>,
     /// Seed of the jitter's random source (random when `None`).
@@ -67,6 +71,7 @@ impl Default for WorkerConfig {
             grace: Duration::from_secs(10),
             busy_delay: Duration::from_millis(250),
             prefetch: 0,
+            stats_interval: Some(Duration::from_secs(15)),
             id: None,
             seed: None,
         }
@@ -103,6 +108,11 @@ impl WorkerConfig {
         self.grace = d;
         self
     }
+    /// Sets how often the store's jobs are counted into the `steadfast_jobs_stored` gauge.
+    pub fn stats_interval(mut self, every: Option<Duration>) -> Self {
+        self.stats_interval = every;
+        self
+    }
     /// Sets the worker's id.
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
@@ -131,6 +141,15 @@ impl WorkerConfig {
             return Err(JobsError::invalid(
                 "prefetch",
                 format!("be 0 to 10000 (got {})", self.prefetch),
+            ));
+        }
+        if self
+            .stats_interval
+            .is_some_and(|d| d < Duration::from_secs(1))
+        {
+            return Err(JobsError::invalid(
+                "stats_interval",
+                format!("be >= 1s or None (got {:?})", self.stats_interval),
             ));
         }
         if self.poll_interval.is_zero() {
@@ -302,21 +321,29 @@ impl Shared {
 
     /// Runs one claimed attempt and stores its outcome.
     pub(crate) async fn run(self: Arc<Self>, row: JobRow) -> Result<(), JobsError> {
-        let span = tracing::info_span!(
-            "job.attempt",
-            job.id = row.id,
-            job.handler = %row.handler,
-            job.attempt = row.attempts,
-            job.outcome = tracing::field::Empty,
-        );
-        let outcome = self.attempt(&row).instrument(span.clone()).await;
+        let span = crate::trace::attempt_span(&row);
+        let trace = row.trace();
+        if let (false, Some(p), Some(tc)) = (
+            span.is_disabled(),
+            &self.jobs.inner.propagation,
+            trace.as_ref(),
+        ) {
+            // Before the span is first entered: `tracing-opentelemetry` starts the span then,
+            // and refuses a new parent after that.
+            p.attach(&span, tc);
+        }
+        let outcome = self.attempt(&row, trace).instrument(span.clone()).await;
         if let Ok(o) = &outcome {
-            span.record("job.outcome", *o);
+            span.record("steadfast.job.outcome", *o);
         }
         outcome.map(|_| ())
     }
 
-    async fn attempt(&self, row: &JobRow) -> Result<&'static str, JobsError> {
+    async fn attempt(
+        &self,
+        row: &JobRow,
+        trace: Option<crate::TraceContext>,
+    ) -> Result<&'static str, JobsError> {
         let lease = Lease {
             id: row.id,
             worker: &self.id,
@@ -328,7 +355,9 @@ impl Shared {
             Ok(p) => p,
             Err(e) => {
                 let msg = format!("stored retry policy is unreadable: {e}");
-                return self.dead(row, &lease, &msg, "INVALID_POLICY").await;
+                return self
+                    .dead(row, &lease, &msg, "INVALID_POLICY", "non_retriable")
+                    .await;
             }
         };
         if attempt > policy.max_attempts() {
@@ -337,7 +366,9 @@ impl Shared {
                 "{} attempts made; the last one's worker stopped renewing its lease",
                 policy.max_attempts()
             );
-            return self.dead(row, &lease, &msg, "LEASE_EXPIRED").await;
+            return self
+                .dead(row, &lease, &msg, "LEASE_EXPIRED", "exhausted")
+                .await;
         }
         let Some(handler) = self.jobs.inner.handlers.get(&row.handler) else {
             let class = ErrorClass::retriable(ErrorCode::new("UNKNOWN_HANDLER"));
@@ -423,6 +454,7 @@ impl Shared {
             attempt,
             fire_at: row.fire_at.map(from_ms),
             cancel: cancel.clone(),
+            trace,
         };
         let started = tokio::time::Instant::now();
         // A panicking handler is a failed attempt (classified unknown), not a lost worker slot
@@ -585,13 +617,22 @@ impl Shared {
                     .await?;
                 if ours {
                     metrics::counter!("steadfast_jobs_retried_total", "handler" => row.handler.clone()).increment(1);
-                    tracing::info!(code, retry_in = ?delay, "attempt failed; retry stored");
+                    tracing::Span::current().record("error.type", code.as_str());
+                    tracing::info!(
+                        steadfast.attempt = attempt,
+                        steadfast.delay_ms = delay.as_millis() as u64,
+                        steadfast.reason = code.as_str(),
+                        steadfast.max_attempts = policy.max_attempts(),
+                        steadfast.retry_after_honoured =
+                            failure.class.retry_after.is_some_and(|ra| delay >= ra),
+                        "steadfast.retry"
+                    );
                 }
                 Ok("retry")
             }
             Verdict::Dead(reason) => {
                 let text = format!("{} ({}): {message}", reason.as_str(), code);
-                let r = self.dead(row, lease, &text, &code).await;
+                let r = self.dead(row, lease, &text, &code, reason.as_str()).await;
                 if let (Some(sch), Some(fire_at)) = (schedule, row.fire_at) {
                     if !sch.allow_overlap {
                         self.plan_next(sch, fire_at, row).await?;
@@ -608,6 +649,7 @@ impl Shared {
         lease: &Lease<'_>,
         error: &str,
         code: &str,
+        give_up_reason: &str,
     ) -> Result<&'static str, JobsError> {
         let now = self.jobs.now();
         let error = sanitize(error);
@@ -625,7 +667,12 @@ impl Shared {
         if ours {
             metrics::counter!("steadfast_jobs_dead_total", "handler" => row.handler.clone())
                 .increment(1);
-            tracing::warn!(code, "job dead-lettered");
+            tracing::Span::current().record("error.type", code);
+            tracing::warn!(
+                steadfast.reason = code,
+                steadfast.give_up_reason = give_up_reason,
+                "steadfast.job.dead"
+            );
             if let Some(hook) = &self.jobs.inner.on_dead {
                 if let Some(job) = self.store().get(row.id).await? {
                     hook(&job);
@@ -648,6 +695,7 @@ impl Shared {
             .await?;
         metrics::counter!("steadfast_jobs_deferred_total", "handler" => row.handler.clone(), "why" => why)
             .increment(1);
+        tracing::info!(steadfast.reason = why, "steadfast.job.deferred");
         Ok(why)
     }
 
@@ -720,6 +768,7 @@ impl Shared {
                     priority,
                     head_start_ms,
                     limit_key: limit_key.as_deref(),
+                    trace: None,
                 },
                 now,
             )

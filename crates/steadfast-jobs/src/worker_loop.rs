@@ -31,9 +31,20 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     let rescue_every = duration_ms(s.config.lease / 2).max(100);
     let stale_after = duration_ms(s.config.lease / 2);
     let mut last_rescue = i64::MIN;
+    let stats_every = s.config.stats_interval.map(duration_ms);
+    let mut last_stats = i64::MIN;
     while !stop.is_cancelled() {
         while tasks.try_join_next().is_some() {}
         let now = s.jobs.now();
+        if let Some(every) = stats_every.filter(|e| now.saturating_sub(last_stats) >= *e) {
+            last_stats = now;
+            match s.jobs.stats().await {
+                Ok(stats) => stats.export(),
+                Err(e) => {
+                    tracing::warn!(error = %sanitize(&e.to_string()), every_ms = every, "counting jobs for the gauge failed")
+                }
+            }
+        }
         if now.saturating_sub(last_rescue) >= rescue_every {
             last_rescue = now;
             if let Err(e) = s.jobs.inner.store.rescue(now).await {

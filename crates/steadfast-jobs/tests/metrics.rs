@@ -1,4 +1,4 @@
-//! Counters and the queue-lag histogram reach the `metrics` facade.
+//! Counters, the queue-lag histogram and the stored-jobs gauge reach the `metrics` facade.
 
 use std::time::Duration;
 
@@ -63,4 +63,35 @@ async fn outcomes_are_counted() {
     assert_eq!(counters.get("steadfast_jobs_retried_total"), Some(&1));
     assert_eq!(counters.get("steadfast_jobs_dead_total"), Some(&1));
     assert_eq!(lags, 4, "one queue-lag sample per claimed attempt");
+
+    // A running worker counts the store's jobs by state into a gauge.
+    let handle = jobs.worker(WorkerConfig::new()).start().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let stored = loop {
+        let mut stored = std::collections::BTreeMap::new();
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            if let (true, DebugValue::Gauge(v)) =
+                (key.key().name() == "steadfast_jobs_stored", value)
+            {
+                let state = key.key().labels().find(|l| l.key() == "state");
+                stored.insert(state.unwrap().value().to_owned(), v.into_inner());
+            }
+        }
+        if !stored.is_empty() || std::time::Instant::now() > deadline {
+            break stored;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    handle.shutdown().await.unwrap();
+    let want = [
+        ("available", 0.0),
+        ("cancelled", 0.0),
+        ("dead", 1.0),
+        ("done", 2.0),
+        ("retrying", 0.0),
+        ("running", 0.0),
+    ];
+    let want: std::collections::BTreeMap<_, _> =
+        want.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    assert_eq!(stored, want);
 }

@@ -578,7 +578,11 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         );
         trace::record_end(attempts, Some(error_type));
         if let Some(m) = &self.cb.metrics {
-            m.record_failure(attempts, LlmErrorCode::for_outcome(&class, Some(reason)));
+            m.record_failure(
+                attempts,
+                LlmErrorCode::for_outcome(&class, Some(reason)),
+                reason,
+            );
         }
         if let Some(f) = &self.cb.on_give_up {
             f(&GiveUpEvent {

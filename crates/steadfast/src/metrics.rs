@@ -11,7 +11,8 @@
 //! With the `metrics` feature, every count is also sent to the [`metrics`](https://docs.rs/metrics)
 //! facade, labelled by tool, so any exporter (Prometheus, StatsD, …) can scrape it:
 //! `steadfast_calls_total`, `steadfast_attempts_total`, `steadfast_retries_total`,
-//! `steadfast_successes_after_retry_total`, `steadfast_failures_total{code}`, and the gauge
+//! `steadfast_successes_after_retry_total`, `steadfast_failures_total{code}`,
+//! `steadfast_give_ups_total{reason}` (a [`GiveUpReason`](crate::GiveUpReason)), and the gauge
 //! `steadfast_breaker_state` (0 closed, 1 half-open, 2 open, 3 isolated).
 
 use std::collections::BTreeMap;
@@ -182,15 +183,28 @@ impl ToolMetrics {
         }
     }
 
-    pub(crate) fn record_failure(&self, attempts: u32, code: LlmErrorCode) {
+    pub(crate) fn record_failure(
+        &self,
+        attempts: u32,
+        code: LlmErrorCode,
+        reason: crate::GiveUpReason,
+    ) {
         let c = &*self.inner;
         let now = self.now();
         self.count_call(now, attempts);
         c.failures[code_index(code)].fetch_add(1, Ordering::Relaxed);
         c.recent_failures.add(now, 1);
         #[cfg(feature = "metrics")]
-        metrics::counter!("steadfast_failures_total", "tool" => self.inner.name.to_string(), "code" => code.as_str())
-            .increment(1);
+        {
+            metrics::counter!("steadfast_failures_total", "tool" => self.inner.name.to_string(), "code" => code.as_str())
+                .increment(1);
+            // Why the engine stopped (a spent retry budget, an open breaker, the time budget…),
+            // which the code the model sees does not always tell.
+            metrics::counter!("steadfast_give_ups_total", "tool" => self.inner.name.to_string(), "reason" => reason.as_str())
+                .increment(1);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = reason;
     }
 
     fn count_call(&self, now: u64, attempts: u32) {

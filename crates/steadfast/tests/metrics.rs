@@ -189,4 +189,17 @@ fn counts_reach_the_metrics_facade_labelled_by_tool() {
         seen["steadfast_breaker_state{tool=search}"], 2.0,
         "{seen:?}"
     );
+    // Why the failing call stopped: both its attempts failed.
+    let give_ups: Vec<_> = seen
+        .iter()
+        .filter(|(k, _)| k.starts_with("steadfast_give_ups_total"))
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    assert_eq!(
+        give_ups,
+        [(
+            "steadfast_give_ups_total{tool=search,reason=exhausted}",
+            1.0
+        )]
+    );
 }
