@@ -7,7 +7,8 @@
 //!   unknown method or tool, unsupported protocol version, any code of the range MCP reserves
 //!   for protocol conditions, -32020…-32099) and retrying it as is cannot help — except
 //!   `-32603 internal error`, which says nothing about the request and is retried, and messages
-//!   that carry their own status (`429`, `503`, …), which [`classify_message`] reads;
+//!   that carry their own status (`429`, `503`, …), which [`classify_message`] reads. The
+//!   reserved range is permanent whatever its text says, and never a breaker failure;
 //! - a tool result with `isError: true`: the tool ran and reported failure. Its text decides:
 //!   [`classify_tool_result`] finds transient failures (429, 5xx, timeouts, connection resets,
 //!   "temporarily unavailable", …); anything else is a business failure for the model to read.
@@ -59,20 +60,18 @@ pub fn classify_error_data(e: &ErrorData) -> ErrorClass {
             by_text.unwrap_or_else(|| ErrorClass::retriable(ErrorCode::SERVER_ERROR))
         }
         RpcCode::PARSE_ERROR => ErrorClass::non_retriable(ErrorCode::PARSE_ERROR),
+        // MCP reserves -32020…-32099 for protocol conditions (a header mismatch -32020, a
+        // missing client capability -32021, an unsupported protocol version -32022, URL
+        // elicitation required, …): the same request fails the same way, whatever the text
+        // says, and the server that said so is up — permanent, and no breaker failure.
+        RpcCode(code) if (-32099..=-32020).contains(&code) => {
+            ErrorClass::non_retriable(ErrorCode::CLIENT_ERROR).with_breaker_failure(false)
+        }
         RpcCode::INVALID_REQUEST
         | RpcCode::METHOD_NOT_FOUND
         | RpcCode::INVALID_PARAMS
-        | RpcCode::RESOURCE_NOT_FOUND
-        | RpcCode::UNSUPPORTED_PROTOCOL_VERSION
-        | RpcCode::MISSING_REQUIRED_CLIENT_CAPABILITY
-        | RpcCode::HEADER_MISMATCH => match by_text {
+        | RpcCode::RESOURCE_NOT_FOUND => match by_text {
             // An explicit transient status in the text wins: some servers wrap 429s this way.
-            Some(c) if c.kind.is_transient() => c,
-            _ => ErrorClass::non_retriable(ErrorCode::CLIENT_ERROR),
-        },
-        // MCP reserves -32020…-32099 for protocol conditions (a header mismatch, a required
-        // capability, URL elicitation required, …): the same request fails the same way.
-        RpcCode(code) if (-32099..=-32020).contains(&code) => match by_text {
             Some(c) if c.kind.is_transient() => c,
             _ => ErrorClass::non_retriable(ErrorCode::CLIENT_ERROR),
         },
@@ -169,6 +168,15 @@ mod tests {
         assert!(classify_error_data(&internal).kind.is_transient());
         let reserved = ErrorData::new(RpcCode(-32042), "URL elicitation required", None);
         assert_eq!(classify_error_data(&reserved).kind, ErrorKind::NonRetriable);
+        for code in [-32020, -32021, -32022, -32099] {
+            // Even a text that reads transient does not make a reserved code retriable.
+            let e = ErrorData::new(RpcCode(code), "HTTP 503 unsupported version", None);
+            let class = classify_error_data(&e);
+            assert_eq!(class.kind, ErrorKind::NonRetriable, "{code}");
+            assert!(!class.counts_as_breaker_failure(), "{code}");
+        }
+        let below = ErrorData::new(RpcCode(-32100), "HTTP 503", None);
+        assert!(classify_error_data(&below).kind.is_transient());
         let outside = ErrorData::new(RpcCode(-32000), "server exploded", None);
         assert_eq!(classify_error_data(&outside).kind, ErrorKind::Unknown);
         let wrapped = ErrorData::invalid_request("rate limited: 429", None);

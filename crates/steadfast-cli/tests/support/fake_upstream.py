@@ -26,6 +26,9 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
                             (or on SIGUSR1, like a restart); old ids get --session-loss-status
                             400 (TypeScript SDK shape) or 404 (Python SDK shape)
   accept-and-never-answer   (HTTP) reads each request and never answers it
+  modern-only               MCP 2026-07-28 only: server/discover answered, initialize and
+                            requests without the per-request _meta envelope refused
+                            (-32022 / -32602); envelopes seen counted as "envelopes"
   hang-exchanges            (HTTP) answers initialize and tools/list; every other POST (calls,
                             notifications) is read and never answered until the client
                             closes the connection, counted as "abandoned"; a GET stream is
@@ -75,7 +78,12 @@ MODES = {
     "session-loss",
     "accept-and-never-answer",
     "hang-exchanges",
+    "modern-only",
 }
+
+MODERN = "2026-07-28"
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
 
 KNOWN_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 
@@ -316,6 +324,8 @@ class Fake:
                 emit([{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}])
             return True
         params = msg.get("params") or {}
+        if "modern-only" in self.modes and self.modern_refuses(rid, method, params, emit):
+            return True
         if method == "initialize":
             if "never-answers-initialize" in self.modes or "garbage-then-sleep" in self.modes:
                 return False
@@ -355,6 +365,33 @@ class Fake:
         else:
             emit([error(rid, -32601, f"Method not found: {method}")])
         return True
+
+    def modern_refuses(self, rid, method, params, emit):
+        """modern-only: MCP 2026-07-28 and nothing else. `initialize` gets -32022, a request
+        without the per-request envelope -32602, `server/discover` its result; True when the
+        request was answered here. Envelopes seen are counted under "envelopes"."""
+        meta = params.get("_meta") or {}
+        version = meta.get(VERSION_KEY)
+        if method == "initialize" or (version is not None and version != MODERN):
+            data = {"supported": [MODERN], "requested": version or params.get("protocolVersion")}
+            emit([{"jsonrpc": "2.0", "id": rid, "error": {
+                "code": -32022, "message": "Unsupported protocol version", "data": data}}])
+            return True
+        if version is None or CAPS_KEY not in meta:
+            emit([error(rid, -32602, "params._meta lacks the 2026-07-28 envelope")])
+            return True
+        self.counter.bump("envelopes", version)
+        if method == "server/discover":
+            emit([ok(rid, {
+                "resultType": "complete",
+                "supportedVersions": [MODERN],
+                "capabilities": self.capabilities(),
+                "_meta": {"io.modelcontextprotocol/serverInfo":
+                          {"name": "fake-modern-upstream", "version": "1.0.0"}},
+                "instructions": "A modern-only fake.",
+            })])
+            return True
+        return False
 
     # -- tools --------------------------------------------------------------------------------
 

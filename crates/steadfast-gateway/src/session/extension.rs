@@ -44,6 +44,11 @@ pub(crate) trait Extension: Send + Sync + 'static {
         params: Option<&'a str>,
     ) -> BoxFuture<'a, Vec<u8>>;
 
+    /// Amends the capabilities `server/discover` answers a modern client with.
+    fn on_discover(&self, capabilities: &mut serde_json::Map<String, Value>) {
+        let _ = capabilities;
+    }
+
     /// The client cancelled its request `id` (raw JSON).
     fn on_cancelled(&self, session: &Arc<Session>, id: &str);
 }

@@ -121,7 +121,7 @@ impl Session {
 
     /// Names and breakers for the tools an upstream listed when it connected, so calls find
     /// their upstream and a shared breaker hears of an outage before the first call.
-    fn expose_listed(&self, route: &Route) {
+    pub(crate) fn expose_listed(&self, route: &Route) {
         for name in route.upstream.listed_names() {
             if let Some(exposed) = self.router.expose(route, Kind::Tool, &name) {
                 route.tools.entry(&exposed, true);
@@ -615,7 +615,7 @@ impl Taught {
 ///
 /// The protocol revision is the oldest any connected upstream negotiated: each agreed to it or
 /// a newer one (revisions are dates, so they order as text).
-fn merged_init(connected: &[Arc<Route>]) -> Value {
+pub(crate) fn merged_init(connected: &[Arc<Route>]) -> Value {
     let mut version: Option<String> = None;
     let mut subscribe = false;
     let mut instructions = Vec::new();

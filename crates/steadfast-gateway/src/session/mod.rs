@@ -10,6 +10,7 @@ pub mod client;
 pub(crate) mod extension;
 mod gather;
 pub mod health;
+mod modern;
 pub mod tool_call;
 
 use std::collections::HashMap;
@@ -50,6 +51,9 @@ pub struct Session {
     /// Set when this session's `initialize` is accepted (before its answer): requests after it
     /// wait for the upstreams rather than being refused, whatever the scheduling.
     initialized: AtomicBool,
+    /// A session for one modern request (the HTTP front's): it never starts upstreams nor
+    /// registers for their notifications.
+    stateless: bool,
     /// The extension installed by the front (durable tool calls, when the config has
     /// durable tools), if any.
     extension: std::sync::OnceLock<Arc<dyn crate::session::extension::Extension>>,
@@ -118,6 +122,7 @@ impl Session {
 
     /// The `initialize` result as the extension amends it.
     pub(crate) fn extend_initialize(&self, params: &str, result: String) -> String {
+        let result = handshake_result(params, result);
         match self.extension() {
             Some(x) => x.on_initialize(self, params, result),
             None => result,
@@ -159,12 +164,28 @@ impl Session {
             closed: CancellationToken::new(),
             watching: Mutex::default(),
             initialized: AtomicBool::new(false),
+            stateless: false,
             extension: std::sync::OnceLock::new(),
             in_flight: Mutex::default(),
             serial: std::sync::atomic::AtomicU64::new(0),
             warned_garbage: AtomicBool::new(false),
             warned_unlisted: AtomicBool::new(false),
         })
+    }
+
+    /// A session for one request of a modern client (MCP 2026-07-28) over HTTP: nothing of
+    /// it outlives the request, and it starts no upstream (the front started them).
+    pub fn stateless(
+        id: String,
+        client: Arc<Client>,
+        router: Arc<Router>,
+        limits: Limits,
+    ) -> Arc<Self> {
+        let mut s = Self::with_id(id, client, router, limits);
+        if let Some(s) = Arc::get_mut(&mut s) {
+            s.stateless = true;
+        }
+        s
     }
 
     /// The first upstream (the only one unless several are configured).
@@ -181,6 +202,26 @@ impl Session {
     fn refuse(&self, id: &str, code: i64, message: &str) {
         self.client
             .respond_capped(id, jsonrpc::error_response(id, code, message));
+    }
+
+    /// A refusal with a prepared error object (raw JSON), capped like [`Session::refuse`].
+    fn refuse_raw(&self, id: &str, error: &str) {
+        self.client
+            .respond_capped(id, jsonrpc::raw_error_response(id, error));
+    }
+
+    /// Whether a request is of a modern client (MCP 2026-07-28): `server/discover`, or params
+    /// whose `_meta` carries a protocol version (looked for in the text before any parse).
+    fn is_modern_request(env: &Envelope<'_>, method: &str) -> bool {
+        if method == crate::wire::era::DISCOVER {
+            return true;
+        }
+        let raw = env.params.map(RawValue::get);
+        method != "initialize"
+            && crate::wire::era::may_be_modern(raw)
+            && raw
+                .and_then(|p| serde_json::from_str::<Value>(p).ok())
+                .is_some_and(|p| crate::wire::era::is_modern(&p))
     }
 
     pub(crate) fn reply_error(&self, id: &str, code: i64, message: &str) {
@@ -338,6 +379,9 @@ impl Session {
     fn on_request(self: &Arc<Self>, env: &Envelope<'_>) {
         let id = env.id.map(RawValue::get).unwrap_or("null");
         let method = env.method.as_deref().unwrap_or_default();
+        if Self::is_modern_request(env, method) {
+            return self.on_modern_request(env);
+        }
         match method {
             "ping" => self
                 .client
@@ -675,6 +719,36 @@ impl Session {
             }
         }
     }
+}
+
+/// An `initialize` result for a handshake-era client: when the upstream speaks MCP 2026-07-28
+/// its version means nothing to this client, which gets the handshake revision it asked for
+/// (or the newest the gateway serves).
+fn handshake_result(params: &str, result: String) -> String {
+    use crate::wire::era;
+    if !era::MODERN_VERSIONS
+        .iter()
+        .any(|v| result.contains(&format!("\"{v}\"")))
+    {
+        return result;
+    }
+    let Ok(mut v) = serde_json::from_str::<Value>(&result) else {
+        return result;
+    };
+    let modern = v
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|p| era::MODERN_VERSIONS.contains(&p));
+    if !modern {
+        return result;
+    }
+    let asked = serde_json::from_str::<Value>(params).ok();
+    let asked = asked
+        .as_ref()
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str);
+    v["protocolVersion"] = Value::String(era::handshake_version_for(asked).to_owned());
+    v.to_string()
 }
 
 /// The raw progress token in a request's params, if it asks for progress.

@@ -30,18 +30,13 @@ pub(crate) const METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cance
 
 /// `-32021`, reserved by MCP 2026-07-28: the request needs a capability the client did not
 /// declare.
-pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = era::code::MISSING_CLIENT_CAPABILITY;
 
-const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+use crate::wire::era::{self, CLIENT_CAPABILITIES};
 
-/// Whether a request's params come from a 2026-07-28 client: it carries its protocol version
-/// in `_meta`, which handshake-era requests never do.
+/// Whether a request's params come from a 2026-07-28 client (see [`era::is_modern`]).
 pub(crate) fn is_modern(params: &Value) -> bool {
-    params
-        .pointer("/_meta")
-        .and_then(|m| m.get(PROTOCOL_VERSION))
-        .is_some_and(Value::is_string)
+    era::is_modern(params)
 }
 
 /// Whether the request declares the tasks extension in its per-request capabilities.
@@ -52,6 +47,17 @@ pub(crate) fn declares(params: &Value) -> bool {
         .and_then(|c| c.get("extensions"))
         .and_then(|e| e.get(EXTENSION))
         .is_some_and(Value::is_object)
+}
+
+/// Declares the extension in a `server/discover` result's capabilities (there are durable
+/// tools, or the extension would not be installed).
+pub(crate) fn advertise(capabilities: &mut serde_json::Map<String, Value>) {
+    let ext = capabilities
+        .entry("extensions")
+        .or_insert_with(|| json!({}));
+    if let Some(e) = ext.as_object_mut() {
+        e.entry(EXTENSION).or_insert_with(|| json!({}));
+    }
 }
 
 /// Removes the extension from a request's `_meta` (the call it belongs to is run as a task here,

@@ -439,6 +439,11 @@ impl Extension for SessionTasks {
         Box::pin(self.durable.create(self, session, id, params))
     }
 
+    /// Session hook, `server/discover`: durable tools are offered through the tasks extension.
+    fn on_discover(&self, capabilities: &mut serde_json::Map<String, Value>) {
+        ext::advertise(capabilities);
+    }
+
     fn serves(&self, method: &str) -> bool {
         methods::METHODS.contains(&method) || ext::METHODS.contains(&method)
     }

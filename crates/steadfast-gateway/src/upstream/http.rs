@@ -228,8 +228,11 @@ impl Session {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
-        let sent = self
-            .request(reqwest::Method::POST)
+        let mut req = self.request(reqwest::Method::POST);
+        for (name, value) in modern_headers(&line) {
+            req = req.header(name, value);
+        }
+        let sent = req
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(line)
@@ -408,6 +411,34 @@ impl Session {
             tokio::time::sleep(Duration::from_millis(500 * u64::from(failures.max(1)))).await;
         }
     }
+}
+
+/// The routing headers MCP 2026-07-28 asks of a modern request (`MCP-Protocol-Version`,
+/// `Mcp-Method`, `Mcp-Name` for the methods that name something), from the request itself;
+/// none for a handshake-era message (no envelope in it: one search, no parse).
+fn modern_headers(line: &[u8]) -> Vec<(&'static str, String)> {
+    use crate::wire::era;
+    if memchr::memmem::find(line, era::PROTOCOL_VERSION.as_bytes()).is_none() {
+        return Vec::new();
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return Vec::new();
+    };
+    let (Some(method), Some(params)) = (v.get("method").and_then(Value::as_str), v.get("params"))
+    else {
+        return Vec::new();
+    };
+    let Some(version) = era::version_of(params) else {
+        return Vec::new();
+    };
+    let mut h = vec![
+        (PROTOCOL, version.to_owned()),
+        ("mcp-method", method.to_owned()),
+    ];
+    if let Some(name) = era::name_key(method).and_then(|k| params.get(k)?.as_str()) {
+        h.push(("mcp-name", era::encode_header_value(name)));
+    }
+    h
 }
 
 enum Capped {

@@ -142,6 +142,10 @@ pub struct Upstream {
     next_id: AtomicU64,
     init_params: OnceLock<String>,
     init_result: RwLock<Option<String>>,
+    /// The connection speaks MCP 2026-07-28 (its `server/discover` probe succeeded): every
+    /// request gets the per-request envelope; otherwise the envelope of a modern client's
+    /// request is removed (the handshake negotiated the version once).
+    modern: std::sync::atomic::AtomicBool,
     /// Both read on every call: a fast hasher, seeded per process (names are the server's).
     annotations: RwLock<HashMap<String, (bool, bool), foldhash::fast::RandomState>>,
     listed: RwLock<HashSet<String, foldhash::fast::RandomState>>,
@@ -188,6 +192,7 @@ impl Upstream {
             next_id: AtomicU64::new(1),
             init_params: OnceLock::new(),
             init_result: RwLock::new(None),
+            modern: std::sync::atomic::AtomicBool::new(false),
             annotations: RwLock::default(),
             listed: RwLock::default(),
             clients: RwLock::default(),
@@ -571,6 +576,7 @@ impl Upstream {
             },
             Some(Params::Raw(raw)) => Some(raw.into()),
         };
+        let params = self.in_era(params);
         let exchange = link.is_http().then(CancellationToken::new);
         self.pending().insert(
             id,
@@ -594,6 +600,46 @@ impl Upstream {
             self.settle(id, Reply::NotSent(why));
         }
         (guard, rx)
+    }
+
+    /// Whether the connection speaks MCP 2026-07-28 (see `supervisor::probe`).
+    pub fn is_modern(&self) -> bool {
+        self.modern.load(Ordering::Relaxed)
+    }
+
+    /// A request's params as this upstream's era wants them: with the per-request envelope
+    /// for a modern server (a handshake-era client's request gets the capabilities the
+    /// gateway initialized with), without it for a handshake-era one. Untouched (no parse)
+    /// when neither applies.
+    fn in_era<'a>(
+        &self,
+        params: Option<std::borrow::Cow<'a, str>>,
+    ) -> Option<std::borrow::Cow<'a, str>> {
+        use crate::wire::era;
+        if self.is_modern() {
+            let mut v: Value = params
+                .as_deref()
+                .and_then(|p| serde_json::from_str(p).ok())
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            let caps = self
+                .init_params
+                .get()
+                .and_then(|p| serde_json::from_str::<Value>(p).ok())
+                .and_then(|p| p.get("capabilities").cloned())
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            era::add_envelope(&mut v, era::LATEST_MODERN, &caps);
+            return Some(v.to_string().into());
+        }
+        if !era::may_be_modern(params.as_deref()) {
+            return params;
+        }
+        match params.as_deref().map(serde_json::from_str::<Value>) {
+            Some(Ok(mut v)) if era::is_modern(&v) => {
+                era::strip_envelope(&mut v);
+                Some(v.to_string().into())
+            }
+            _ => params,
+        }
     }
 
     /// Sends a notification from the client to the server, if connected.

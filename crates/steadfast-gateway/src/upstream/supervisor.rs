@@ -301,53 +301,42 @@ async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, StartFailu
         .cloned()
         .unwrap_or_else(|| "{}".to_owned());
     let params: Value = serde_json::from_str(&params).unwrap_or_default();
-    let (guard, rx) = up.call(
-        &link,
-        "initialize",
-        Some(super::Params::Value(&params)),
-        None,
-    );
     let mut conn = conn;
-    let outcome = tokio::select! {
-        r = tokio::time::timeout(up.settings.init_timeout, rx) => r,
-        why = conn.ended() => {
-            drop(guard);
-            conn.terminate(up.settings.shutdown_grace).await;
-            return Err(StartFailure::retry(format!("{why} during the handshake")));
-        }
-        head = noise_then_silence(up) => {
-            drop(guard);
-            conn.terminate(up.settings.shutdown_grace).await;
-            return Err(StartFailure {
-                why: format!(
-                    "the upstream wrote output that is not JSON-RPC and did not answer \
-                     initialize (is it an MCP server on stdio? it wrote: {head})"
-                ),
-                hopeless: true,
-            });
+    let grace = up.settings.shutdown_grace;
+    let probed = match probe(up, &mut conn, &link, &params).await {
+        Ok(p) => p,
+        Err(f) => {
+            conn.terminate(grace).await;
+            return Err(f);
         }
     };
-    let result = match outcome {
-        Ok(Ok(Reply::Result(r))) => r,
-        Ok(Ok(Reply::Error(e))) => {
+    if let Some(result) = probed {
+        // A modern server: no `initialize`, no `notifications/initialized`, no session.
+        *up.init_result.write().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        return Ok(conn);
+    }
+    let init_timeout = up.settings.init_timeout;
+    let answer = handshake_call(up, &mut conn, &link, "initialize", &params, init_timeout).await;
+    let result = match answer {
+        Err(f) => {
+            conn.terminate(grace).await;
+            return Err(f);
+        }
+        Ok(Some(Reply::Result(r))) => r,
+        Ok(Some(Reply::Error(e))) => {
             conn.terminate(up.settings.shutdown_grace).await;
             return Err(StartFailure::retry(format!(
                 "the upstream refused initialize: {}",
                 steadfast::sanitize(&e)
             )));
         }
-        Ok(Ok(other)) => {
+        Ok(Some(other)) => {
             conn.terminate(up.settings.shutdown_grace).await;
             return Err(StartFailure::retry(steadfast::sanitize(&handshake_failed(
                 other,
             ))));
         }
-        Ok(Err(_)) => {
-            conn.terminate(up.settings.shutdown_grace).await;
-            return Err(StartFailure::retry("the handshake was abandoned"));
-        }
-        Err(_) => {
-            drop(guard);
+        Ok(None) => {
             conn.terminate(up.settings.shutdown_grace).await;
             return Err(StartFailure::retry(format!(
                 "the upstream did not answer initialize within {:?}",
@@ -355,7 +344,6 @@ async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, StartFailu
             )));
         }
     };
-    guard.finish();
     #[cfg(feature = "http")]
     if let Conn::Http(l) = &conn {
         super::http::initialized(l, &result);
@@ -366,6 +354,162 @@ async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, StartFailu
         None,
     );
     Ok(conn)
+}
+
+/// The longest the `server/discover` probe is waited for: a handshake-era server may not
+/// answer a request before `initialize` at all (the revision asks clients to fall back on a
+/// timeout too).
+const PROBE_BOUND: Duration = Duration::from_secs(5);
+
+/// Asks the server for its era (MCP 2026-07-28, stdio and HTTP "Backward Compatibility"):
+/// `server/discover` at the modern revision. A `DiscoverResult` naming it: the server is
+/// modern, and its answer is kept as an `initialize`-shaped result (version, capabilities,
+/// serverInfo, instructions) so the rest of the gateway reads one shape. `-32022` naming no
+/// version the gateway speaks in either era: no start can help. Anything else (another error,
+/// an HTTP refusal, silence within [`PROBE_BOUND`]): handshake era, `None`, and `initialize`
+/// follows — the fallback is not keyed to one error code, as the revision asks.
+async fn probe(
+    up: &Arc<Upstream>,
+    conn: &mut Conn,
+    link: &Arc<super::Link>,
+    init: &Value,
+) -> Result<Option<String>, StartFailure> {
+    use crate::wire::era;
+    let mut params = serde_json::json!({"_meta": {
+        era::CLIENT_CAPABILITIES: init.get("capabilities").cloned().unwrap_or_else(|| serde_json::json!({})),
+        era::CLIENT_INFO: init.get("clientInfo").cloned().unwrap_or_else(|| serde_json::json!({})),
+    }});
+    era::add_envelope(&mut params, era::LATEST_MODERN, &serde_json::json!({}));
+    // The envelope is this upstream's era while the probe runs (nothing else uses the
+    // connection before it is published).
+    up.modern.store(true, Ordering::Relaxed);
+    let bound = PROBE_BOUND.min(up.settings.init_timeout);
+    let reply = handshake_call(up, conn, link, era::DISCOVER, &params, bound).await;
+    up.modern.store(false, Ordering::Relaxed);
+    let verdict = match reply? {
+        Some(Reply::Result(r)) => discovered(&r),
+        Some(Reply::Error(e)) => {
+            if let Some(why) = disjoint(&e) {
+                return Err(StartFailure {
+                    why,
+                    hopeless: true,
+                });
+            }
+            None
+        }
+        // Not reached at all: an outage, not an era.
+        Some(Reply::NotSent(why)) => {
+            return Err(StartFailure::retry(why));
+        }
+        _ => None,
+    };
+    match &verdict {
+        Some(_) => {
+            up.modern.store(true, Ordering::Relaxed);
+            tracing::info!(upstream = %up.name, "the upstream speaks MCP 2026-07-28 (server/discover)");
+        }
+        None => {
+            tracing::debug!(upstream = %up.name, "the upstream is of the handshake era: initialize")
+        }
+    }
+    Ok(verdict)
+}
+
+/// A `DiscoverResult` naming a modern revision the gateway speaks, as an `initialize`-shaped
+/// result; `None` for anything else (a server that answers discover but advertises only
+/// handshake-era versions is a handshake-era server, as the SDKs read it).
+fn discovered(raw: &str) -> Option<String> {
+    use crate::wire::era;
+    let v: Value = serde_json::from_str(raw).ok()?;
+    let speaks = v
+        .get("supportedVersions")?
+        .as_array()?
+        .iter()
+        .any(|s| s.as_str() == Some(era::LATEST_MODERN));
+    if !speaks {
+        return None;
+    }
+    let mut r = serde_json::json!({
+        "protocolVersion": era::LATEST_MODERN,
+        "capabilities": v.get("capabilities").cloned().unwrap_or_else(|| serde_json::json!({})),
+    });
+    if let Some(info) = v.pointer("/_meta").and_then(|m| m.get(era::SERVER_INFO)) {
+        r["serverInfo"] = info.clone();
+    }
+    if let Some(i) = v.get("instructions").filter(|i| i.is_string()) {
+        r["instructions"] = i.clone();
+    }
+    Some(r.to_string())
+}
+
+/// For a `-32022` answer to the probe whose `supported` list names no version the gateway
+/// speaks in either era: why no start can work.
+fn disjoint(error: &str) -> Option<String> {
+    use crate::wire::era;
+    let e: Value = serde_json::from_str(error).ok()?;
+    if e.get("code").and_then(Value::as_i64) != Some(era::code::UNSUPPORTED_VERSION) {
+        return None;
+    }
+    let supported: Vec<&str> = e
+        .pointer("/data/supported")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let known = |v: &&str| era::MODERN_VERSIONS.contains(v) || era::HANDSHAKE_VERSIONS.contains(v);
+    if supported.iter().any(known) {
+        return None;
+    }
+    Some(
+        steadfast::sanitize(&format!(
+            "the upstream speaks only MCP {} (the gateway speaks {})",
+            supported.join(", "),
+            era::supported_versions().join(", ")
+        ))
+        .into_owned(),
+    )
+}
+
+/// One request of the handshake (the probe, `initialize`): its reply, or `None` when none
+/// came within `bound`; a failed start when the connection ended or the server wrote garbage
+/// and fell silent (the connection is terminated then).
+async fn handshake_call(
+    up: &Arc<Upstream>,
+    conn: &mut Conn,
+    link: &Arc<super::Link>,
+    method: &str,
+    params: &Value,
+    bound: Duration,
+) -> Result<Option<Reply>, StartFailure> {
+    let (guard, rx) = up.call(link, method, Some(super::Params::Value(params)), None);
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(bound, rx) => r,
+        why = conn.ended() => {
+            drop(guard);
+            return Err(StartFailure::retry(format!("{why} during the handshake")));
+        }
+        head = noise_then_silence(up) => {
+            drop(guard);
+            return Err(StartFailure {
+                why: format!(
+                    "the upstream wrote output that is not JSON-RPC and did not answer \
+                     {method} (is it an MCP server on stdio? it wrote: {head})"
+                ),
+                hopeless: true,
+            });
+        }
+    };
+    match outcome {
+        Ok(Ok(reply)) => {
+            guard.finish();
+            Ok(Some(reply))
+        }
+        Ok(Err(_)) => Err(StartFailure::retry("the handshake was abandoned")),
+        Err(_) => {
+            drop(guard);
+            Ok(None)
+        }
+    }
 }
 
 /// Why a handshake that got no result failed, in words.

@@ -5,6 +5,7 @@
 //! other layer may import it and it imports nothing of the crate.
 
 pub mod call_params;
+pub mod era;
 pub mod framing;
 pub mod jsonrpc;
 pub(crate) mod memory;

@@ -1,0 +1,220 @@
+//! The streamable-HTTP front: many clients, one upstream, shared breakers and budgets.
+//!
+//! `POST /mcp` carries one message: `initialize` (without a session) opens a session and
+//! answers with its `Mcp-Session-Id`; a request is answered in the POST's body (JSON, or a
+//! stream of server-sent events, see `post_stream`); a notification or a response gets 202.
+//! `GET /mcp` streams the session's messages that belong to no request of it (notifications,
+//! the server's requests it relates to no request) as server-sent events; `DELETE /mcp` ends
+//! the session. An unknown or ended session is answered 404, so a client re-initializes.
+//!
+//! Security, as the MCP spec asks of HTTP servers: bind to loopback by default; bearer tokens
+//! compared in constant time (401 with `WWW-Authenticate` otherwise); an `Origin` header must
+//! be on the allow-list (403 otherwise: the DNS-rebinding warning); request bodies are capped
+//! at `max_message_size` (413); sessions are capped (503 when full); a connection that does not
+//! send a request's headers within `header_read_timeout` (idle keep-alive ones too) is closed.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Frame as BodyFrame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::route::router::{Router, UpstreamSet};
+use crate::session::Session;
+use crate::session::client::Client;
+use crate::wire::framing::Frame;
+use crate::wire::jsonrpc::{Envelope, Kind};
+use crate::wire::outbound::Outbound;
+
+mod modern;
+mod routes;
+mod sessions;
+mod sse;
+
+use sessions::end;
+
+/// How the HTTP front listens and whom it lets in.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen (loopback unless you mean otherwise).
+    pub listen: SocketAddr,
+    /// Bearer tokens accepted; empty = no authentication (only sensible on loopback).
+    pub tokens: Vec<String>,
+    /// `Origin` values accepted besides loopback ones (`http://localhost:*`, `http://127.0.0.1:*`).
+    pub allowed_origins: Vec<String>,
+    /// Sessions open at once.
+    pub max_sessions: usize,
+    /// A session unused this long (and with nothing in flight) is ended.
+    pub session_idle: Duration,
+    /// A connection must send a request's headers within this (also when idle between
+    /// requests), so clients that connect and stall cannot hold sockets and tasks for ever.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            tokens: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_sessions: 1024,
+            session_idle: Duration::from_secs(30 * 60),
+            header_read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+struct Front {
+    prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    router: Arc<Router>,
+    config: Arc<Config>,
+    options: HttpOptions,
+    /// Open sessions and when each was last used.
+    sessions: Mutex<HashMap<String, (Arc<Session>, tokio::time::Instant)>>,
+    /// Initializes under way: they count against `max_sessions` until answered.
+    opening: std::sync::atomic::AtomicUsize,
+    /// `[tasks]` Durable tool calls, shared by every session (when some tool is durable).
+    durable: Option<Arc<crate::tasks::Durable>>,
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn full(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    r
+}
+
+/// Serves MCP over streamable HTTP until a signal arrives; returns the address it bound.
+pub async fn serve_http(
+    config: Config,
+    upstreams: impl Into<UpstreamSet>,
+    options: HttpOptions,
+    bound: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+    reload: Option<crate::Reload>,
+) -> std::io::Result<crate::Exit> {
+    let config = Arc::new(config);
+    let shared = crate::route::shared::Shared::connect(&config).await;
+    let router = Router::build(upstreams.into(), &config, &shared)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // Upstreams start with the gateway, not at the first client's `initialize`: a readiness
+    // probe behind a load balancer turns 200 without any client.
+    router.start_early();
+    let prometheus = install_prometheus();
+    // [tasks]
+    let durable = crate::tasks::Durable::open(&config, router.clone())
+        .await
+        .map_err(std::io::Error::other)?;
+    let front = Arc::new(Front {
+        prometheus,
+        router: router.clone(),
+        durable,
+        config,
+        options: options.clone(),
+        sessions: Mutex::default(),
+        opening: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let reaper = Arc::downgrade(&front);
+    let every =
+        (options.session_idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            match reaper.upgrade() {
+                Some(f) => f.reap(),
+                None => return,
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind(options.listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "serving MCP over streamable HTTP at /mcp");
+    if let Some(tx) = bound {
+        let _ = tx.send(addr);
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let exit = loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let front = front.clone();
+                let header_read_timeout = options.header_read_timeout;
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let front = front.clone();
+                        async move { Ok::<_, Infallible>(front.handle(req).await) }
+                    });
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    // hyper enforces its header read timeout only with a timer.
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(header_read_timeout)
+                        .serve_connection(io, svc)
+                        .await;
+                });
+            }
+            _ = term.recv() => break crate::Exit::Signal(libc::SIGTERM),
+            _ = int.recv() => break crate::Exit::Signal(libc::SIGINT),
+            _ = hup.recv() => match reload.as_ref().map(|r| r()) {
+                Some(Ok(new)) => crate::route::router::log_reload(&front.router, new),
+                Some(Err(errors)) => {
+                    for e in errors {
+                        tracing::error!("config not reloaded (the old one stays): {e}");
+                    }
+                }
+                None => tracing::info!("SIGHUP: no config file to reload"),
+            },
+        }
+    };
+    for (_, (s, _)) in front
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+    {
+        end(&s);
+    }
+    if let Some(d) = &front.durable {
+        d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released
+    }
+    router.shutdown().await;
+    Ok(exit)
+}
+
+/// Bucket bounds of the call-latency histogram, in seconds: from a fast local tool to a call
+/// that spent its whole default budget (170 s).
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 180.0,
+];
+
+/// The process's metrics recorder, unless one is installed already (a library user's).
+/// Latencies are histograms (buckets), not summaries: `histogram_quantile` works on them and
+/// replicas' series can be summed.
+fn install_prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&LATENCY_BUCKETS)
+        .ok()?
+        .install_recorder()
+        .ok()
+}
+
+/// A JSON answer.
+fn json_response(line: Vec<u8>) -> Response<Body> {
+    let mut r = full(StatusCode::OK, line);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}

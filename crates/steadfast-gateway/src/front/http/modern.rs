@@ -1,0 +1,164 @@
+//! POSTs of MCP 2026-07-28 ("modern") clients: no `Mcp-Session-Id`, each request served on
+//! its own by a throwaway session, so any replica behind a load balancer can answer any of
+//! them.
+//!
+//! The routing headers are checked against the body (`MCP-Protocol-Version`, `Mcp-Method`,
+//! `Mcp-Name`: `-32020` and 400 on a mismatch or a missing one), then the version (`-32022`
+//! and 400, naming the supported versions). The answer is JSON, or server-sent events when the
+//! request's related messages (progress, logs) come before its response, as for sessions.
+//! A modern client's error answers get the transport's statuses (400 for the validation
+//! ladder, 404 for an unknown method); a tool's or upstream's error is an answer (200).
+//! A notification is acknowledged (202) and dropped, as the Python SDK does: the revision
+//! defines none from client to server over HTTP (closing the stream cancels).
+
+use super::routes::{ANSWER_BOUND, CancelUnlessAnswered};
+use super::sessions::random_u128;
+use super::sse::post_stream;
+use super::*;
+use crate::wire::era;
+
+/// The routing headers of a POST, read before its body is.
+#[derive(Debug, Default)]
+pub(super) struct ModernHeaders {
+    version: Option<String>,
+    method: Option<String>,
+    name: Option<String>,
+    /// A routing header given twice: first-copy and last-copy readers would disagree.
+    duplicated: Option<&'static str>,
+}
+
+impl ModernHeaders {
+    pub(super) fn of(headers: &hyper::HeaderMap) -> Self {
+        let mut h = Self::default();
+        for (slot, name) in [
+            (&mut h.version, "mcp-protocol-version"),
+            (&mut h.method, "mcp-method"),
+            (&mut h.name, "mcp-name"),
+        ] {
+            let mut all = headers.get_all(name).iter();
+            *slot = all.next().and_then(|v| v.to_str().ok()).map(str::to_owned);
+            if all.next().is_some() {
+                h.duplicated = Some(name);
+            }
+        }
+        h
+    }
+
+    fn view(&self) -> era::Headers<'_> {
+        era::Headers {
+            version: self.version.as_deref(),
+            method: self.method.as_deref(),
+            name: self.name.as_deref(),
+        }
+    }
+}
+
+/// A JSON-RPC answer with the status the modern transport gives its error code.
+fn answer(line: Vec<u8>) -> Response<Body> {
+    let status = error_code(&line).map_or(200, era::http_status);
+    let mut r = json_response(line);
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    r
+}
+
+/// The error code of an error response (`None` for a result).
+fn error_code(line: &[u8]) -> Option<i64> {
+    memchr::memmem::find(line, b"\"error\"")?;
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    v.get("error")?.get("code")?.as_i64()
+}
+
+fn refusal(id: Option<&str>, r: &era::Refusal) -> Response<Body> {
+    let line = crate::wire::jsonrpc::raw_error_response(
+        id.unwrap_or("null"),
+        &r.error_object().to_string(),
+    );
+    let mut resp = json_response(line);
+    *resp.status_mut() = StatusCode::from_u16(r.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    resp
+}
+
+impl Front {
+    /// Whether a POST without a session is a modern client's: `server/discover`, or params
+    /// whose `_meta` carries a protocol version.
+    pub(super) fn is_modern(&self, method: &str, body: &[u8]) -> bool {
+        method == era::DISCOVER
+            || (method != "initialize"
+                && memchr::memmem::find(body, era::PROTOCOL_VERSION.as_bytes()).is_some()
+                && serde_json::from_slice::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v.get("params").map(era::is_modern))
+                    .unwrap_or(false))
+    }
+
+    /// Serves a modern client's POST (see the module docs).
+    pub(super) async fn post_modern(
+        self: &Arc<Self>,
+        headers: &ModernHeaders,
+        kind: Kind,
+        method: &str,
+        id: Option<String>,
+        body: Bytes,
+        sse: bool,
+    ) -> Response<Body> {
+        if let Some(name) = headers.duplicated {
+            let r = era::Refusal {
+                code: era::code::HEADER_MISMATCH,
+                message: format!("Header mismatch: {name} was given more than once"),
+                data: None,
+            };
+            return refusal(id.as_deref(), &r);
+        }
+        let (Kind::Request, Some(id)) = (kind, id) else {
+            // A notification (or a response, which a modern client never sends).
+            return match headers.version.as_deref() {
+                Some(v) if !era::MODERN_VERSIONS.contains(&v) => {
+                    refusal(None, &era::unsupported(v))
+                }
+                _ => full(StatusCode::ACCEPTED, ""),
+            };
+        };
+        let params = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|mut v| v.get_mut("params").map(serde_json::Value::take))
+            .unwrap_or_default();
+        if let Err(r) = era::check(method, &params, Some(headers.view())) {
+            return refusal(Some(&id), &r);
+        }
+        let limits = self.config.limits;
+        let client = Client::new(limits.max_queued_notifications);
+        let session = Session::stateless(
+            format!("modern-{:032x}", random_u128()),
+            client,
+            self.router.clone(),
+            limits,
+        );
+        if let Some(d) = &self.durable {
+            session.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
+        }
+        let frame =
+            || crate::wire::framing::one_line(Frame::Line(bytes::BytesMut::from(&body[..])));
+        if sse {
+            let cap = limits.max_queued_notifications;
+            let stream = session.client.open_stream(&id, cap);
+            session.on_frame(frame());
+            return post_stream(session, id, stream, answer).await;
+        }
+        let rx = session.client.await_response(&id);
+        session.on_frame(frame());
+        let mut guard = CancelUnlessAnswered {
+            session: session.clone(),
+            id,
+            armed: true,
+        };
+        let line = tokio::time::timeout(ANSWER_BOUND, rx).await;
+        guard.disarm();
+        match line {
+            Ok(Ok(line)) => answer(line),
+            _ => {
+                session.cancel_all();
+                full(StatusCode::GATEWAY_TIMEOUT, "no answer\n")
+            }
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! `/mcp`'s routing: who may come in (bearer token, `Origin`), then POST (one message), GET
+//! (the session's stream) and DELETE (end the session).
+
+use super::modern::ModernHeaders;
+use super::sessions::{end, random_u128};
+use super::sse::{accepts_sse, post_stream};
+use super::*;
+
+/// The credentials of an `Authorization` header with the `Bearer` scheme, which is
+/// case-insensitive (RFC 9110 §11.1).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
+/// Constant-time equality, so a token cannot be guessed byte by byte from timings.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// How long a POST waits for its answer at most: a tool call is bounded by its own policy;
+/// this only keeps a lost answer from holding the connection for ever.
+pub(super) const ANSWER_BOUND: Duration = Duration::from_secs(600);
+
+/// Cancels the client's request when dropped armed: its POST went away before the answer
+/// (hyper drops the handler's future, or the stream's body, when the connection closes).
+pub(super) struct CancelUnlessAnswered {
+    pub(super) session: Arc<Session>,
+    pub(super) id: String,
+    pub(super) armed: bool,
+}
+
+impl CancelUnlessAnswered {
+    /// The request is over (answered, cancelled, or given up): nothing to cancel.
+    pub(super) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelUnlessAnswered {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::debug!(session = %self.session.id, "a client left its request's stream: the request is cancelled");
+            self.session.cancel_request(&self.id);
+        }
+    }
+}
+
+fn loopback_origin(origin: &str) -> bool {
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .unwrap_or("");
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+impl Front {
+    /// Who may come in: `None` lets the request through, `Some` is the refusal to send.
+    /// The one place an authentication scheme hooks in.
+    fn authorize(&self, req: &Request<Incoming>) -> Option<Response<Body>> {
+        if self.options.tokens.is_empty() {
+            return None;
+        }
+        let given = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer)
+            .unwrap_or("");
+        let ok = self
+            .options
+            .tokens
+            .iter()
+            .fold(false, |acc, t| acc | same(t.as_bytes(), given.as_bytes()));
+        if !ok {
+            let mut r = full(
+                StatusCode::UNAUTHORIZED,
+                "a valid bearer token is required\n",
+            );
+            r.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Bearer realm=\"steadfast\""),
+            );
+            return Some(r);
+        }
+        None
+    }
+
+    pub(super) async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        match req.uri().path() {
+            "/healthz" => return full(StatusCode::OK, "ok\n"),
+            "/readyz" => {
+                return match self.router.ready(self.router.config().ready) {
+                    Ok(()) => full(StatusCode::OK, "ready\n"),
+                    Err(down) => full(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("not connected: {}\n", down.join(", ")),
+                    ),
+                };
+            }
+            "/mcp" | "/metrics" => {}
+            _ => return full(StatusCode::NOT_FOUND, "not found\n"),
+        }
+        if let Some(refused) = self.authorize(&req) {
+            return refused;
+        }
+        if req.uri().path() == "/metrics" {
+            let sessions = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len();
+            metrics::gauge!("steadfast_sessions").set(sessions as f64);
+            return match &self.prometheus {
+                Some(p) => {
+                    let mut r = full(StatusCode::OK, p.render());
+                    r.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+                    );
+                    r
+                }
+                None => full(
+                    StatusCode::NOT_FOUND,
+                    "another metrics recorder is installed\n",
+                ),
+            };
+        }
+        if let Some(origin) = req.headers().get(hyper::header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            if !loopback_origin(origin) && !self.options.allowed_origins.iter().any(|o| o == origin)
+            {
+                return full(StatusCode::FORBIDDEN, "this Origin is not allowed\n");
+            }
+        }
+        let session_id = req
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        match *req.method() {
+            hyper::Method::POST => self.post(session_id, req).await,
+            hyper::Method::GET => self.stream(session_id),
+            hyper::Method::DELETE => {
+                let gone = session_id.and_then(|id| {
+                    self.sessions
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id)
+                });
+                match gone {
+                    Some((s, _)) => {
+                        end(&s);
+                        full(StatusCode::OK, "")
+                    }
+                    None => full(StatusCode::NOT_FOUND, "no such session\n"),
+                }
+            }
+            _ => full(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE\n"),
+        }
+    }
+
+    async fn post(
+        self: &Arc<Self>,
+        session_id: Option<String>,
+        req: Request<Incoming>,
+    ) -> Response<Body> {
+        let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
+        let modern_headers = ModernHeaders::of(req.headers());
+        let max = self.config.upstream_settings().max_message_size;
+        let body = match Limited::new(req.into_body(), max).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => {
+                return full(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the message exceeds max_message_size ({max} bytes)\n"),
+                );
+            }
+        };
+        let parsed = Envelope::parse(&body).map(|(env, kind)| {
+            (
+                kind,
+                env.method.as_deref().map(str::to_owned),
+                env.id.map(|i| i.get().to_owned()),
+            )
+        });
+        let (session, new) = match (&session_id, &parsed) {
+            (Some(id), _) => match self.session(id) {
+                Some(s) => (s, false),
+                None => return full(StatusCode::NOT_FOUND, "no such session: initialize again\n"),
+            },
+            (None, Ok((Kind::Request, Some(m), _))) if m == "initialize" => {
+                {
+                    // The check and the reservation under one lock: concurrent initializes
+                    // cannot all pass it.
+                    let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+                    let opening = self.opening.load(std::sync::atomic::Ordering::Relaxed);
+                    if sessions.len() + opening >= self.options.max_sessions {
+                        return full(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n");
+                    }
+                    self.opening
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                let id = format!("{:032x}", random_u128());
+                let limits = self.config.limits;
+                let client = Client::new(limits.max_queued_notifications);
+                let s = Session::with_id(id, client, self.router.clone(), limits);
+                if let Some(d) = &self.durable {
+                    s.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
+                }
+                (s, true)
+            }
+            // A modern client (MCP 2026-07-28): served on its own, no session.
+            (None, Ok((kind, Some(m), id))) if self.is_modern(m, &body) => {
+                let (kind, m, id) = (*kind, m.clone(), id.clone());
+                return self
+                    .post_modern(&modern_headers, kind, &m, id, body, sse)
+                    .await;
+            }
+            (None, _) => {
+                return full(
+                    StatusCode::BAD_REQUEST,
+                    "no Mcp-Session-Id: send initialize first\n",
+                );
+            }
+        };
+        // Released however this request ends (answered, timed out, or the client gone).
+        struct Opening<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Opening<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let _opening = new.then(|| Opening(&self.opening));
+        // `initialize` is always answered with JSON: nothing relates to it, and the session
+        // is kept only once its answer is known to be a success.
+        let streamed = sse && !new;
+        let waiting = match &parsed {
+            Ok((Kind::Request, _, Some(id))) if streamed => {
+                let cap = self.config.limits.max_queued_notifications;
+                let stream = session.client.open_stream(id, cap);
+                session.on_frame(crate::wire::framing::one_line(Frame::Line(
+                    bytes::BytesMut::from(&body[..]),
+                )));
+                return post_stream(session, id.clone(), stream, json_response).await;
+            }
+            Ok((Kind::Request, _, Some(id))) => {
+                Some((id.clone(), session.client.await_response(id)))
+            }
+            _ => None,
+        };
+        session.on_frame(crate::wire::framing::one_line(Frame::Line(
+            bytes::BytesMut::from(&body[..]),
+        )));
+        let Some((id, rx)) = waiting else {
+            return full(StatusCode::ACCEPTED, "");
+        };
+        // If the client goes away (hyper drops this future), the request is cancelled, as on
+        // a stream (see `post_stream`): nobody could receive its answer.
+        let mut guard = CancelUnlessAnswered {
+            session: session.clone(),
+            id,
+            armed: true,
+        };
+        let answer = tokio::time::timeout(ANSWER_BOUND, rx).await;
+        guard.disarm();
+        let Ok(Ok(line)) = answer else {
+            session.client.forget_response(&guard.id);
+            return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
+        };
+        // A session whose initialize failed is not kept: it would hold a slot for nothing.
+        let failed = serde_json::from_slice::<serde_json::Value>(&line)
+            .ok()
+            .is_some_and(|v| v.get("error").is_some());
+        let mut r = json_response(line);
+        if new && !failed {
+            if let Ok(v) = hyper::header::HeaderValue::from_str(&session.id) {
+                r.headers_mut().insert("mcp-session-id", v);
+            }
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    session.id.clone(),
+                    (session.clone(), tokio::time::Instant::now()),
+                );
+        }
+        r
+    }
+}

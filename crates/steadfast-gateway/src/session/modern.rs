@@ -1,0 +1,232 @@
+//! Requests of MCP 2026-07-28 ("modern") clients: no `initialize`, each request on its own.
+//!
+//! A modern request carries its protocol version and client capabilities in `_meta`
+//! (`wire::era`); it is checked (envelope, version), then served without any session state
+//! it did not bring: `server/discover` from the upstreams' merged capabilities, every other
+//! method as for a handshake-era client (tool calls with their policies, lists gathered, the
+//! tasks extension's methods from the durable store). The answer's result is marked
+//! `resultType: "complete"` when a handshake-era upstream's result lacks it.
+//!
+//! The stdio front serves both eras on one process (a dual-era server may, says the
+//! revision): its first modern request starts the upstreams with `initialize` params made
+//! from the request's envelope, as a handshake-era client's `initialize` would. The HTTP front
+//! serves a modern POST on a throwaway session ([`Session::stateless`]) that never starts
+//! upstreams (the gateway started them) and is not registered for notifications.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::session::Session;
+use crate::wire::call_params::CallParams;
+use crate::wire::era;
+use crate::wire::jsonrpc::{self, Envelope, code};
+
+impl Session {
+    /// Serves one modern request (the caller saw its envelope or `server/discover`).
+    pub(crate) fn on_modern_request(self: &Arc<Self>, env: &Envelope<'_>) {
+        let id = env.id.map(RawValue::get).unwrap_or("null");
+        let method = env.method.as_deref().unwrap_or_default().to_owned();
+        let params: Value = match env.params.map(|p| serde_json::from_str(p.get())) {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => {
+                return self.refuse(id, code::INVALID_PARAMS, &format!("invalid params: {e}"));
+            }
+            None => json!({}),
+        };
+        if let Err(r) = era::check(&method, &params, None) {
+            return self.refuse_raw(id, &r.error_object().to_string());
+        }
+        let Some((ct, reg)) = self.register(id) else {
+            return;
+        };
+        let me = self.clone();
+        let id = reg.id.clone();
+        tokio::spawn(Box::pin(async move {
+            let _reg = reg;
+            let work = async {
+                if let Err(line) = me.modern_ready(&id, &params).await {
+                    return Some(line);
+                }
+                match method.as_str() {
+                    era::DISCOVER => Some(jsonrpc::result_response(
+                        &id,
+                        &me.discover_result().to_string(),
+                    )),
+                    "ping" => Some(jsonrpc::result_response(&id, "{}")),
+                    "tools/call" => me.modern_call(&id, params, &ct).await,
+                    _ => {
+                        let raw = params.to_string();
+                        let ours = me.extension().filter(|x| x.serves(&method)).cloned();
+                        Some(match &ours {
+                            Some(x) => x.serve(&me, &id, &method, Some(&raw)).await,
+                            None => me.forward(&id, &method, Some(&raw)).await,
+                        })
+                    }
+                }
+            };
+            tokio::select! {
+                line = work => {
+                    if let Some(line) = line {
+                        let line = era::complete_result(&line).unwrap_or(line);
+                        me.client.respond(&id, line);
+                    }
+                }
+                // A cancelled request is not answered (MCP); dropping the work cancels it
+                // upstream.
+                _ = ct.cancelled() => {}
+            }
+        }));
+    }
+
+    /// A modern `tools/call`: the extension's when it claims it (a durable tool and a client
+    /// that declared the tasks extension: a task handle), else the call with its policy.
+    async fn modern_call(
+        self: &Arc<Self>,
+        id: &str,
+        params: Value,
+        ct: &tokio_util::sync::CancellationToken,
+    ) -> Option<Vec<u8>> {
+        if !params.get("name").is_some_and(Value::is_string) {
+            return Some(jsonrpc::error_response(
+                id,
+                code::INVALID_PARAMS,
+                "invalid params: tools/call needs params with a tool name (a string)",
+            ));
+        }
+        if let Some(x) = self
+            .extension()
+            .filter(|x| x.claims_call(self, &params))
+            .cloned()
+        {
+            return Some(x.call(self, id, params).await);
+        }
+        crate::session::tool_call::run(self, id, CallParams::Value(params), ct).await
+    }
+
+    /// Gets the upstreams ready for a modern request: started (stdio: once, with the
+    /// request's envelope as `initialize` params) and one connected within `init_timeout`;
+    /// the error line to answer with otherwise.
+    async fn modern_ready(self: &Arc<Self>, id: &str, params: &Value) -> Result<(), Vec<u8>> {
+        let first = !self.initialized.swap(true, Ordering::AcqRel);
+        if first && !self.stateless {
+            let init = era::init_params_of(params).to_string();
+            self.router.start(&init, self.client.clone());
+            self.client.mark_initialized();
+        }
+        let routes = self.router.routes().to_vec();
+        if !routes.iter().any(|r| r.upstream.is_connected()) {
+            let bound = self.router.config().upstream_settings().init_timeout;
+            let waits = routes
+                .iter()
+                .map(|r| Box::pin(r.upstream.wait_connected(bound)));
+            if futures::future::select_ok(waits).await.is_err() {
+                let why = routes
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{}: {}",
+                            r.name,
+                            r.upstream.down_reason().unwrap_or_default()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return Err(jsonrpc::error_response(
+                    id,
+                    code::UPSTREAM_UNAVAILABLE,
+                    &steadfast::sanitize(&format!("no upstream is connected: {why}")),
+                ));
+            }
+        }
+        if first {
+            // As `initialize` does: names routed and breakers made for what was listed, so a
+            // call needs no list first and a shared breaker is heard at once.
+            for r in routes.iter().filter(|r| r.upstream.is_connected()) {
+                if self.router.is_namespaced() {
+                    self.expose_listed(r);
+                } else {
+                    for name in r.upstream.listed_names() {
+                        r.tools.entry(&name, true);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `server/discover`'s result: every supported version, the capabilities of the connected
+    /// upstreams as the gateway serves them to a client without a session, the server's info.
+    pub(crate) fn discover_result(&self) -> Value {
+        let connected: Vec<_> = self
+            .router
+            .routes()
+            .iter()
+            .filter(|r| r.upstream.is_connected())
+            .cloned()
+            .collect();
+        let init = if self.router.is_namespaced() {
+            crate::session::gather::merged_init(&connected)
+        } else {
+            let raw = self.upstream().init_result().unwrap_or_else(|| "{}".into());
+            serde_json::from_str(&self.adjust_init_result(raw)).unwrap_or_else(|_| json!({}))
+        };
+        let mut caps = init
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        modern_capabilities(&mut caps);
+        if let Some(x) = self.extension() {
+            x.on_discover(&mut caps);
+        }
+        let info = init.get("serverInfo").cloned().unwrap_or_else(
+            || json!({"name": "steadfast-gateway", "version": env!("CARGO_PKG_VERSION")}),
+        );
+        let mut result = json!({
+            "resultType": "complete",
+            "supportedVersions": era::supported_versions(),
+            "capabilities": caps,
+            "_meta": {era::SERVER_INFO: info},
+        });
+        if let Some(i) = init.get("instructions").filter(|i| i.is_string()) {
+            result["instructions"] = i.clone();
+        }
+        result
+    }
+}
+
+/// Handshake-era capabilities as a client without a session can use them: the 2025-11-25
+/// `tasks` capability is not part of the revision (the tasks extension is, declared by the
+/// extension hook), and list-change and resource-update notifications have no session to
+/// reach (the revision delivers them on `subscriptions/listen`, which the gateway does not
+/// serve yet), so they are not promised.
+fn modern_capabilities(caps: &mut serde_json::Map<String, Value>) {
+    caps.remove("tasks");
+    for (_, c) in caps.iter_mut() {
+        if let Some(c) = c.as_object_mut() {
+            c.remove("listChanged");
+            c.remove("subscribe");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modern_capabilities_drop_what_needs_a_session() {
+        let mut caps = json!({
+            "tools": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "tasks": {"list": {}},
+            "logging": {},
+        });
+        let c = caps.as_object_mut().unwrap();
+        modern_capabilities(c);
+        assert_eq!(caps, json!({"tools": {}, "resources": {}, "logging": {}}));
+    }
+}
