@@ -33,6 +33,7 @@
 //! retry_ambiguous = false            # never replay after a timeout (the default unless annotated)
 //! ```
 
+pub mod auth;
 pub mod limits;
 mod locate;
 mod mcp_servers;
@@ -368,6 +369,11 @@ struct RawConfig {
     /// `[tasks]` Where durable tool calls are kept.
     #[serde(default)]
     tasks: tasks::RawTasks,
+    /// `[auth]` OAuth 2.1 resource server on the HTTP front.
+    auth: Option<auth::RawAuth>,
+    /// `[access."…"]` what each scope or claim grants.
+    #[serde(default)]
+    access: BTreeMap<String, auth::AccessRule>,
 }
 
 /// One tool's effective settings.
@@ -421,6 +427,10 @@ pub struct Config {
     pub state: steadfast_redis::StateConfig,
     /// The durable task store (`[tasks]`), used when some tool is `durable = true`.
     pub tasks: tasks::TasksConfig,
+    /// `[auth]` the HTTP front as an OAuth 2.1 resource server, if configured.
+    pub auth: Option<auth::AuthConfig>,
+    /// `[access."…"]` which tools, prompts and resources each scope or claim grants.
+    pub access: BTreeMap<String, auth::AccessRule>,
     settings: settings::Settings,
     /// Things that are allowed but probably not meant (a second breaker config for one
     /// dependency, `--server` with a TOML file, …), for the caller to print.
@@ -752,6 +762,7 @@ impl Config {
             }
             tasks::TasksConfig::default()
         });
+        let auth = check_auth(&raw, file, text, &mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -790,6 +801,8 @@ impl Config {
             #[cfg(feature = "redis")]
             state: raw.state.clone(),
             tasks,
+            auth,
+            access: raw.access,
             settings,
             warnings,
             defaults: raw.defaults,
@@ -845,6 +858,44 @@ impl Config {
                 durable: false,
             })
         })
+    }
+}
+
+/// `[auth]` and `[access]`: validated, each problem pushed as `file:line: key: message`.
+fn check_auth(
+    raw: &RawConfig,
+    file: &str,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<auth::AuthConfig> {
+    let at = |table: &str, key: &str, message: String| ConfigError {
+        file: file.to_owned(),
+        line: find_key_line(text, table, key),
+        key: if key.is_empty() {
+            table.to_owned()
+        } else {
+            format!("{table}.{key}")
+        },
+        message,
+    };
+    for (key, field, message) in auth::check_access(&raw.access) {
+        errors.push(at(&format!("access.{}", quote_key(&key)), field, message));
+    }
+    if raw.auth.is_none() && !raw.access.is_empty() {
+        errors.push(at(
+            "access",
+            "",
+            "needs an [auth] table (access rules apply to its tokens)".into(),
+        ));
+    }
+    match raw.auth.as_ref()?.validate() {
+        Ok(a) => Some(a),
+        Err(found) => {
+            for (key, message) in found {
+                errors.push(at("auth", key, message));
+            }
+            None
+        }
     }
 }
 

@@ -77,6 +77,8 @@ struct Front {
     opening: std::sync::atomic::AtomicUsize,
     /// `[tasks]` Durable tool calls, shared by every session (when some tool is durable).
     durable: Option<Arc<crate::tasks::Durable>>,
+    /// `[auth]` OAuth tokens, metadata and access policy (`auth.rs`).
+    auth: Option<Arc<super::auth::Auth>>,
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -107,7 +109,11 @@ pub async fn serve_http(
     let durable = crate::tasks::Durable::open(&config, router.clone())
         .await
         .map_err(std::io::Error::other)?;
+    let auth = super::auth::Auth::start(&config)
+        .await
+        .map_err(std::io::Error::other)?;
     let front = Arc::new(Front {
+        auth,
         prometheus,
         router: router.clone(),
         durable,
@@ -324,7 +330,14 @@ fn loopback_origin(origin: &str) -> bool {
 }
 
 impl Front {
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
+        if let Some(r) = self
+            .auth
+            .as_ref()
+            .and_then(|a| a.well_known(req.uri().path()))
+        {
+            return r; // [auth] Protected Resource Metadata
+        }
         match req.uri().path() {
             "/healthz" => return full(StatusCode::OK, "ok\n"),
             "/readyz" => {
@@ -339,7 +352,12 @@ impl Front {
             "/mcp" | "/metrics" => {}
             _ => return full(StatusCode::NOT_FOUND, "not found\n"),
         }
-        if !self.options.tokens.is_empty() {
+        let authorized =
+            match super::auth::guard(self.auth.as_deref(), &mut req, &self.options.tokens).await {
+                Ok(done) => done,
+                Err(refused) => return refused,
+            };
+        if !authorized && !self.options.tokens.is_empty() {
             let given = req
                 .headers()
                 .get(hyper::header::AUTHORIZATION)
@@ -451,9 +469,10 @@ impl Front {
     async fn post(
         self: &Arc<Self>,
         session_id: Option<String>,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
     ) -> Response<Body> {
         let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
+        let identity = req.extensions_mut().remove(); // [auth]
         let max = self.config.upstream_settings().max_message_size;
         let body = match Limited::new(req.into_body(), max).collect().await {
             Ok(b) => b.to_bytes(),
@@ -512,6 +531,9 @@ impl Front {
             }
         }
         let _opening = new.then(|| Opening(&self.opening));
+        if let Some(r) = super::auth::bind(self.auth.as_deref(), &session, identity, &body) {
+            return r; // [auth] another subject's session, or a scope challenge
+        }
         // `initialize` is always answered with JSON: nothing relates to it, and the session
         // is kept only once its answer is known to be a success.
         let streamed = sse && !new;
