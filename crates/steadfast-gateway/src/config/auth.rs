@@ -60,6 +60,12 @@ pub struct RawAuth {
     /// The longest a verified token is remembered without being checked again.
     #[serde(default, with = "humantime_serde")]
     pub cache_ttl: Option<Duration>,
+    /// Least time between two JWKS fetches caused by unknown `kid`s.
+    #[serde(default, with = "humantime_serde")]
+    pub jwks_refresh_interval: Option<Duration>,
+    /// Age after which the cached keys are fetched again in the background (still used meanwhile).
+    #[serde(default, with = "humantime_serde")]
+    pub jwks_max_age: Option<Duration>,
 }
 
 /// `introspection`, validated.
@@ -96,6 +102,10 @@ pub struct AuthConfig {
     pub cache_size: usize,
     /// The longest a verified token is remembered.
     pub cache_ttl: Duration,
+    /// Least time between two JWKS fetches caused by unknown `kid`s.
+    pub jwks_refresh_interval: Duration,
+    /// Age after which cached keys are refreshed in the background.
+    pub jwks_max_age: Duration,
 }
 
 /// The algorithms `[auth] algorithms` may name (asymmetric only: RFC 8725 §3.1–3.2).
@@ -159,6 +169,13 @@ impl RawAuth {
         if cache_ttl.is_zero() {
             errors.push(("cache_ttl", "must be longer than 0s".into()));
         }
+        let jwks_refresh_interval = self
+            .jwks_refresh_interval
+            .unwrap_or(Duration::from_secs(30));
+        let jwks_max_age = self.jwks_max_age.unwrap_or(Duration::from_secs(600));
+        if jwks_max_age.is_zero() {
+            errors.push(("jwks_max_age", "must be longer than 0s".into()));
+        }
         let introspection = self.introspection.as_ref().and_then(|i| {
             let endpoint = i.endpoint.clone().filter(|e| is_url(e));
             let client_id = i.client_id.clone().filter(|c| !c.is_empty());
@@ -196,6 +213,8 @@ impl RawAuth {
             fetch_timeout,
             cache_size,
             cache_ttl,
+            jwks_refresh_interval,
+            jwks_max_age,
         })
     }
 }

@@ -83,7 +83,8 @@ impl Auth {
         let uri = fetcher.uri().to_owned();
         let options = JwksOptions {
             fetch_timeout: a.fetch_timeout,
-            ..JwksOptions::default()
+            min_refresh_interval: a.jwks_refresh_interval,
+            max_age: a.jwks_max_age,
         };
         let jwks = Jwks::with_options(fetcher, options);
         let keys = jwks
