@@ -620,3 +620,136 @@ async fn rotated_keys_and_a_hanging_jwks_endpoint() {
     g.initialize(&b2).await;
     eprintln!("cached-key verification while the JWKS hangs: {cached:?}; unknown key: {waited:?}");
 }
+
+/// A free loopback port (for a gateway whose resource URI must be its own URL).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+// The Python SDK's own OAuth client finds the authorization server from the gateway's 401 and
+// metadata, gets a token (client credentials, resource indicator, the advertised scope), lists
+// and calls; a call its token lacks the scope for gets the 403 challenge, and it steps up.
+#[tokio::test]
+#[ignore = "needs oidc-provider and the Python MCP SDK: set STEADFAST_TEST_OIDC (scripts/oidc-provider.sh --install) and STEADFAST_TEST_MCP_PYTHON (scripts/tasks-sdk.sh --install)"]
+async fn the_python_sdks_oauth_client_lists_and_calls_through_the_gateway() {
+    let Ok(python) = std::env::var("STEADFAST_TEST_MCP_PYTHON") else {
+        panic!("set STEADFAST_TEST_MCP_PYTHON (scripts/tasks-sdk.sh --install)");
+    };
+    let p = Provider::start().await;
+    let counts = temp::Temp::new("auth-counts");
+    let (_up, up_url) = http_upstream(&counts).await;
+    let port = free_port();
+    let own = format!("http://127.0.0.1:{port}/mcp");
+    // The resource is the gateway's own URL (the SDK checks the metadata's resource against it);
+    // only tools:read is advertised, so the first token carries only that.
+    let config = auth_config(&p.issuer, "", &up_url)
+        .replace(RESOURCE, &own)
+        .replace(
+            "scopes_supported = [\"tools:read\", \"tools:write\"]",
+            "scopes_supported = [\"tools:read\"]",
+        );
+    let g = gateway(&config, &format!("127.0.0.1:{port}")).await;
+    assert_eq!(g.url, own);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sdk_auth_client.py");
+    let run = Command::new(python)
+        .arg(script)
+        .args([&g.url, &p.issuer, &p.secret])
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the SDK client ends within its own bound")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{stderr}\n{:?}",
+        g.log.lock().unwrap()
+    );
+    let seen: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(seen["tools"], json!(["echo", "lookup"]), "{seen}");
+    assert_eq!(seen["echo"], "through the gateway", "{seen}");
+    assert_eq!(seen["scope_before"], "tools:read", "{seen}");
+    assert_eq!(seen["charge_error"], false, "{seen}");
+    assert_eq!(seen["scope_after"], "tools:write", "{seen}");
+    assert!(g.logged(&["a call needs a scope the token lacks"]));
+    // Its token never reached the upstream either.
+    let seen = read_counts(&counts.0)["authorization"].clone();
+    assert_eq!(seen.as_object().unwrap().len(), 1, "{seen}");
+}
+
+// Call limits keyed by the token's subject hold across two gateways sharing Redis: the same
+// client in a session on each gets `per_session` calls in all, while static-token sessions
+// (no subject) each get their own.
+#[tokio::test]
+#[ignore = "needs oidc-provider and Redis: set STEADFAST_TEST_OIDC (scripts/oidc-provider.sh --install) and STEADFAST_TEST_REDIS_URL"]
+async fn per_subject_call_limits_hold_across_two_gateways_sharing_redis() {
+    let Ok(redis) = std::env::var("STEADFAST_TEST_REDIS_URL") else {
+        panic!("set STEADFAST_TEST_REDIS_URL");
+    };
+    let p = Provider::start().await;
+    let counts = temp::Temp::new("auth-counts");
+    let (_up, up_url) = http_upstream(&counts).await;
+    let prefix = format!(
+        "auth-test-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let config = format!(
+        "{}\n[limits]\nper_session = {{ max = 3, window = \"1h\" }}\n\n\
+         [state]\nredis = \"{redis}\"\nprefix = \"{prefix}\"\nop_timeout = \"2s\"\n",
+        auth_config(&p.issuer, "", &up_url)
+    );
+    let a = gateway(&config, "127.0.0.1:0").await;
+    let b = gateway(&config, "127.0.0.1:0").await;
+    let token = p.token("tools:read", RESOURCE).await;
+    let other_token = p.token("tools:read", RESOURCE).await; // same subject, another token
+    let sa = a.initialize(&token).await;
+    let sb = b.initialize(&other_token).await;
+    let limited = |r: &Reply| {
+        let text = r.answer()["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        text.contains("TOOL_CALL_LIMIT")
+    };
+    for (g, t, s) in [
+        (&a, &token, &sa),
+        (&b, &other_token, &sb),
+        (&a, &token, &sa),
+    ] {
+        let r = g.call(t, s, "echo").await;
+        assert_eq!(
+            r.answer()["result"]["content"][0]["text"],
+            "hi",
+            "{}",
+            r.body
+        );
+    }
+    // The fourth call by this subject, on either gateway, in either session, is refused.
+    let r = b.call(&other_token, &sb, "echo").await;
+    assert!(limited(&r), "{}", r.body);
+    let fresh = b.initialize(&token).await;
+    let r = b.call(&token, &fresh, "echo").await;
+    assert!(limited(&r), "a new session of the same subject: {}", r.body);
+    // Static-token sessions count per session, as before.
+    for g in [&a, &b] {
+        let s = g.initialize(STATIC).await;
+        let r = g.call(STATIC, &s, "echo").await;
+        assert_eq!(
+            r.answer()["result"]["content"][0]["text"],
+            "hi",
+            "{}",
+            r.body
+        );
+    }
+}
