@@ -168,6 +168,11 @@ struct Gateway {
 
 /// `steadfast proxy --listen` with `config` (static token [`STATIC`] too), at -v.
 async fn gateway(config: &str, listen: &str) -> Gateway {
+    gateway_env(config, listen, &[]).await
+}
+
+/// [`gateway`] with more environment variables.
+async fn gateway_env(config: &str, listen: &str, env: &[(&str, &str)]) -> Gateway {
     let file = temp::Temp::new("auth-gw");
     std::fs::write(&file.0, config).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_steadfast"))
@@ -182,6 +187,7 @@ async fn gateway(config: &str, listen: &str) -> Gateway {
         ])
         .arg(&file.0)
         .env("FRONT_TOKEN", STATIC)
+        .envs(env.iter().copied())
         .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -752,4 +758,50 @@ async fn per_subject_call_limits_hold_across_two_gateways_sharing_redis() {
             r.body
         );
     }
+}
+
+// An HTTP upstream configured with `oauth = { … }` gets the gateway's own client-credentials
+// token (issuer discovery, its scope, its resource indicator), never the client's; neither the
+// secret nor any token reaches the gateway's log.
+#[tokio::test]
+#[ignore = "needs oidc-provider: set STEADFAST_TEST_OIDC (scripts/oidc-provider.sh --install)"]
+async fn an_http_upstream_gets_the_gateways_own_token() {
+    let p = Provider::start().await;
+    let counts = temp::Temp::new("auth-counts");
+    let (_up, up_url) = http_upstream(&counts).await;
+    let upstream_resource = "https://upstream.test/mcp";
+    let config = auth_config(&p.issuer, "", &up_url).replace(
+        &format!("url = \"{up_url}\"\n"),
+        &format!(
+            "url = \"{up_url}\"\noauth = {{ issuer = \"{}\", client_id = \"gateway\", \
+             client_secret_env = \"UP_SECRET\", scope = \"tools:write\", resource = \"{upstream_resource}\" }}\n",
+            p.issuer
+        ),
+    );
+    let g = gateway_env(&config, "127.0.0.1:0", &[("UP_SECRET", &p.secret)]).await;
+    let client = p.token("tools:read", RESOURCE).await;
+    let sid = g.initialize(&client).await;
+    let r = g.call(&client, &sid, "echo").await;
+    assert_eq!(
+        r.answer()["result"]["content"][0]["text"],
+        "hi",
+        "{}",
+        r.body
+    );
+
+    let seen = read_counts(&counts.0)["authorization"].clone();
+    let seen: Vec<&String> = seen.as_object().unwrap().keys().collect();
+    assert_eq!(
+        seen.len(),
+        1,
+        "one token, fetched once and reused: {seen:?}"
+    );
+    let upstream_token = seen[0].strip_prefix("Bearer ").expect("a bearer token");
+    assert_ne!(upstream_token, client);
+    let claims = b64json(upstream_token.split('.').nth(1).unwrap());
+    assert_eq!(claims["aud"], upstream_resource, "{claims}");
+    assert_eq!(claims["scope"], "tools:write", "{claims}");
+    assert_eq!(claims["client_id"], "gateway", "{claims}");
+    let log = g.log.lock().unwrap().join("\n");
+    assert!(!log.contains(&p.secret) && !log.contains(upstream_token) && !log.contains(&client));
 }

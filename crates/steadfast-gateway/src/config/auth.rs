@@ -270,6 +270,102 @@ pub fn check_access(access: &BTreeMap<String, AccessRule>) -> Vec<(String, &'sta
     errors
 }
 
+/// `oauth = { … }` on an HTTP upstream: the gateway's own client-credentials token for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamOAuth {
+    /// The authorization server's token endpoint.
+    pub token_url: Option<String>,
+    /// Or its issuer: the token endpoint is discovered from its metadata.
+    pub issuer: Option<String>,
+    /// The gateway's client id there.
+    pub client_id: Option<String>,
+    /// The environment variable holding the client secret.
+    pub client_secret_env: Option<String>,
+    /// The file holding the client secret.
+    pub client_secret_file: Option<PathBuf>,
+    /// Space-separated scopes to ask for.
+    pub scope: Option<String>,
+    /// The upstream's resource URI (RFC 8707), sent with the token request.
+    pub resource: Option<String>,
+}
+
+/// Where an upstream's token comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenEndpoint {
+    /// `token_url`.
+    Url(String),
+    /// `issuer`: discovered at the first token request.
+    Issuer(String),
+}
+
+/// `oauth = { … }` on an HTTP upstream, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamOAuth {
+    /// The token endpoint, or the issuer to discover it from.
+    pub endpoint: TokenEndpoint,
+    /// The client id.
+    pub client_id: String,
+    /// Where the secret is.
+    pub secret: SecretSource,
+    /// Scopes asked for.
+    pub scope: Option<String>,
+    /// The resource indicator sent.
+    pub resource: Option<String>,
+}
+
+impl RawUpstreamOAuth {
+    /// The validated table, or the offending key (relative to `oauth`) and what it must be.
+    pub fn validate(&self) -> Result<UpstreamOAuth, (&'static str, String)> {
+        let endpoint = match (&self.token_url, &self.issuer) {
+            (Some(u), None) if is_url(u) => TokenEndpoint::Url(u.clone()),
+            (None, Some(i)) if is_url(i) => TokenEndpoint::Issuer(i.clone()),
+            (Some(_), None) => {
+                return Err(("token_url", "must be an http:// or https:// URL".into()));
+            }
+            (None, Some(_)) => return Err(("issuer", "must be an http:// or https:// URL".into())),
+            _ => {
+                return Err((
+                    "token_url",
+                    "give one of `token_url` or `issuer` (its metadata names the token endpoint)"
+                        .into(),
+                ));
+            }
+        };
+        let client_id = self
+            .client_id
+            .clone()
+            .filter(|c| !c.is_empty())
+            .ok_or(("client_id", "missing: the gateway's client id".to_owned()))?;
+        let secret = match (&self.client_secret_env, &self.client_secret_file) {
+            (Some(e), None) => SecretSource::Env(e.clone()),
+            (None, Some(f)) => SecretSource::File(f.clone()),
+            _ => {
+                return Err((
+                    "client_secret_env",
+                    "give one of `client_secret_env` or `client_secret_file` (never the secret itself)"
+                        .into(),
+                ));
+            }
+        };
+        if let Some(r) = &self.resource {
+            if !is_url(r) || r.contains('#') {
+                return Err((
+                    "resource",
+                    "must be an http:// or https:// URL without a fragment".into(),
+                ));
+            }
+        }
+        Ok(UpstreamOAuth {
+            endpoint,
+            client_id,
+            secret,
+            scope: self.scope.clone(),
+            resource: self.resource.clone(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::Config;
@@ -341,6 +437,34 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "t.toml:1: access: needs an [auth] table (access rules apply to its tokens)"
+        );
+    }
+
+    #[test]
+    fn upstream_oauth_is_read_and_checked() {
+        let c = Config::parse_toml(
+            "[upstreams.a]\nurl = \"http://a/mcp\"\noauth = { issuer = \"https://as\", client_id = \"gw\", client_secret_env = \"A_SECRET\", scope = \"x\", resource = \"http://a/mcp\" }\n",
+            "t.toml",
+        )
+        .unwrap();
+        let o = &c.upstream_oauth["a"];
+        assert_eq!(
+            o.endpoint,
+            super::TokenEndpoint::Issuer("https://as".into())
+        );
+        assert_eq!(o.secret, super::SecretSource::Env("A_SECRET".into()));
+        let err = |text: &str| Config::parse_toml(text, "t.toml").unwrap_err().to_string();
+        assert_eq!(
+            err(
+                "[upstream]\nurl = \"http://a/mcp\"\noauth = { token_url = \"https://as/token\", client_id = \"gw\" }\n"
+            ),
+            "t.toml:3: upstream.oauth.client_secret_env: give one of `client_secret_env` or `client_secret_file` (never the secret itself)"
+        );
+        assert_eq!(
+            err(
+                "[upstream]\ncommand = \"x\"\noauth = { token_url = \"https://as/token\", client_id = \"gw\", client_secret_env = \"S\" }\n"
+            ),
+            "t.toml:3: upstream.oauth: only an HTTP upstream (`url`) takes `oauth`"
         );
     }
 }

@@ -203,6 +203,8 @@ struct RawUpstream {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// The gateway's own client-credentials token for an HTTP upstream.
+    oauth: Option<auth::RawUpstreamOAuth>,
 }
 
 /// `[upstreams.NAME]`: an upstream's connection, and settings that apply to its tools only.
@@ -218,6 +220,8 @@ struct RawNamedUpstream {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// The gateway's own client-credentials token for an HTTP upstream.
+    oauth: Option<auth::RawUpstreamOAuth>,
     /// Skipped when true (as an `mcpServers` entry's `disabled`).
     #[serde(default)]
     disabled: bool,
@@ -237,6 +241,7 @@ impl RawNamedUpstream {
             cwd: self.cwd.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),
+            oauth: self.oauth.clone(),
         }
     }
 }
@@ -431,6 +436,8 @@ pub struct Config {
     pub auth: Option<auth::AuthConfig>,
     /// `[access."…"]` which tools, prompts and resources each scope or claim grants.
     pub access: BTreeMap<String, auth::AccessRule>,
+    /// `oauth = { … }` of HTTP upstreams, by upstream name (`upstream` for `[upstream]`).
+    pub upstream_oauth: BTreeMap<String, auth::UpstreamOAuth>,
     settings: settings::Settings,
     /// Things that are allowed but probably not meant (a second breaker config for one
     /// dependency, `--server` with a TOML file, …), for the caller to print.
@@ -763,6 +770,7 @@ impl Config {
             tasks::TasksConfig::default()
         });
         let auth = check_auth(&raw, file, text, &mut errors);
+        let upstream_oauth = check_upstream_oauth(&raw, file, text, &mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -803,6 +811,7 @@ impl Config {
             tasks,
             auth,
             access: raw.access,
+            upstream_oauth,
             settings,
             warnings,
             defaults: raw.defaults,
@@ -897,6 +906,55 @@ fn check_auth(
             None
         }
     }
+}
+
+/// `oauth = { … }` of each HTTP upstream: validated, by upstream name.
+fn check_upstream_oauth(
+    raw: &RawConfig,
+    file: &str,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> BTreeMap<String, auth::UpstreamOAuth> {
+    let single = raw
+        .upstream
+        .iter()
+        .map(|u| ("upstream".to_owned(), "upstream".to_owned(), u.clone()));
+    let named = raw
+        .upstreams
+        .iter()
+        .filter(|(_, u)| !u.disabled)
+        .map(|(n, u)| {
+            (
+                n.clone(),
+                format!("upstreams.{}", quote_key(n)),
+                u.connection(),
+            )
+        });
+    let mut found = BTreeMap::new();
+    for (name, table, u) in single.chain(named) {
+        let Some(o) = &u.oauth else { continue };
+        let at = |key: &str, message: String| ConfigError {
+            file: file.to_owned(),
+            line: find_key_line(text, &table, "oauth"),
+            key: if key.is_empty() {
+                format!("{table}.oauth")
+            } else {
+                format!("{table}.oauth.{key}")
+            },
+            message,
+        };
+        if u.url.is_none() {
+            errors.push(at("", "only an HTTP upstream (`url`) takes `oauth`".into()));
+            continue;
+        }
+        match o.validate() {
+            Ok(v) => {
+                found.insert(name, v);
+            }
+            Err((key, message)) => errors.push(at(key, message)),
+        }
+    }
+    found
 }
 
 fn upstream_from(u: RawUpstream, file: &str, text: &str) -> Result<Upstream, ConfigError> {
