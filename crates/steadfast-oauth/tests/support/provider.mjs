@@ -1,4 +1,5 @@
-// A real OpenID provider (oidc-provider) for crates/steadfast-oauth/tests/oidc_provider.rs.
+// A real OpenID provider (oidc-provider) for crates/steadfast-oauth/tests/oidc_provider.rs and
+// crates/steadfast-cli/tests/auth.rs (the gateway binary with [auth]).
 //
 // Issues client-credentials access tokens: JWTs (RS256) for any https resource indicator, opaque
 // tokens for resources under https://opaque.test/ (for introspection). Keys are generated at
