@@ -2,7 +2,8 @@
 # A real OpenID provider for the steadfast-oauth integration test: installs the npm
 # `oidc-provider` (version pinned in crates/steadfast-oauth/tests/support/package-lock.json) into
 # that directory (first run only), then runs the ignored test of
-# crates/steadfast-oauth/tests/oidc_provider.rs.
+# crates/steadfast-oauth/tests/oidc_provider.rs and the gateway's crates/steadfast-cli/tests/auth.rs
+# (but its tests that also need the Python SDK or Redis).
 # `scripts/oidc-provider.sh --install` only installs it and prints the directory to use (CI sets
 # STEADFAST_TEST_OIDC to it and runs the test with the rest of the suite).
 set -euo pipefail
@@ -17,3 +18,4 @@ if [ "${1:-}" = "--install" ]; then
   exit 0
 fi
 timeout 600 cargo test -p steadfast-oauth --test oidc_provider -- --include-ignored
+timeout 900 cargo test -p steadfast-cli --test auth -- --include-ignored --skip python_sdk --skip sharing_redis

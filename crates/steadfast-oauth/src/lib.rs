@@ -12,7 +12,8 @@
 //! - [`ClientCredentials`]: the gateway's own tokens for upstreams (RFC 6749 §4.4 + RFC 8707);
 //! - [`AccessPolicy`]: which tools, prompts and resources a token's scopes or claims grant.
 //!
-//! The gateway's HTTP front does not use these yet; `docs/auth.md` describes the plan.
+//! The gateway's HTTP front uses them for `[auth]`, `[access]` and upstream `oauth`
+//! (`docs/auth.md`).
 //!
 //! ```
 //! use steadfast_oauth::{JwtConfig, JwtValidator, KeySet, TokenError};

@@ -751,6 +751,8 @@ def make_handler(state):
                                  "error": {"code": -32600, "message": "batches not supported"}})
                 return
             sid = self.headers.get("Mcp-Session-Id")
+            # What reached the server as Authorization (a gateway must never pass its client's on).
+            fake.counter.bump("authorization", self.headers.get("Authorization") or "(none)")
             headers = {}
             with state.lock:
                 state.requests += 1

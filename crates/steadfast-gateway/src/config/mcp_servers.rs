@@ -88,6 +88,7 @@ impl Config {
                     cwd: entry.cwd,
                     url: entry.url,
                     headers: entry.headers,
+                    oauth: None,
                 },
                 Some(other) => {
                     return Err(err(

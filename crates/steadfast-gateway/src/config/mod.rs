@@ -33,6 +33,7 @@
 //! retry_ambiguous = false            # never replay after a timeout (the default unless annotated)
 //! ```
 
+pub mod auth;
 pub mod limits;
 mod locate;
 mod mcp_servers;
@@ -202,6 +203,8 @@ struct RawUpstream {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// The gateway's own client-credentials token for an HTTP upstream.
+    oauth: Option<auth::RawUpstreamOAuth>,
 }
 
 /// `[upstreams.NAME]`: an upstream's connection, and settings that apply to its tools only.
@@ -217,6 +220,8 @@ struct RawNamedUpstream {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// The gateway's own client-credentials token for an HTTP upstream.
+    oauth: Option<auth::RawUpstreamOAuth>,
     /// Skipped when true (as an `mcpServers` entry's `disabled`).
     #[serde(default)]
     disabled: bool,
@@ -236,6 +241,7 @@ impl RawNamedUpstream {
             cwd: self.cwd.clone(),
             url: self.url.clone(),
             headers: self.headers.clone(),
+            oauth: self.oauth.clone(),
         }
     }
 }
@@ -368,6 +374,11 @@ struct RawConfig {
     /// `[tasks]` Where durable tool calls are kept.
     #[serde(default)]
     tasks: tasks::RawTasks,
+    /// `[auth]` OAuth 2.1 resource server on the HTTP front.
+    auth: Option<auth::RawAuth>,
+    /// `[access."…"]` what each scope or claim grants.
+    #[serde(default)]
+    access: BTreeMap<String, auth::AccessRule>,
 }
 
 /// One tool's effective settings.
@@ -421,6 +432,12 @@ pub struct Config {
     pub state: steadfast_redis::StateConfig,
     /// The durable task store (`[tasks]`), used when some tool is `durable = true`.
     pub tasks: tasks::TasksConfig,
+    /// `[auth]` the HTTP front as an OAuth 2.1 resource server, if configured.
+    pub auth: Option<auth::AuthConfig>,
+    /// `[access."…"]` which tools, prompts and resources each scope or claim grants.
+    pub access: BTreeMap<String, auth::AccessRule>,
+    /// `oauth = { … }` of HTTP upstreams, by upstream name (`upstream` for `[upstream]`).
+    pub upstream_oauth: BTreeMap<String, auth::UpstreamOAuth>,
     settings: settings::Settings,
     /// Things that are allowed but probably not meant (a second breaker config for one
     /// dependency, `--server` with a TOML file, …), for the caller to print.
@@ -752,6 +769,8 @@ impl Config {
             }
             tasks::TasksConfig::default()
         });
+        let auth = check_auth(&raw, file, text, &mut errors);
+        let upstream_oauth = check_upstream_oauth(&raw, file, text, &mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -790,6 +809,9 @@ impl Config {
             #[cfg(feature = "redis")]
             state: raw.state.clone(),
             tasks,
+            auth,
+            access: raw.access,
+            upstream_oauth,
             settings,
             warnings,
             defaults: raw.defaults,
@@ -846,6 +868,93 @@ impl Config {
             })
         })
     }
+}
+
+/// `[auth]` and `[access]`: validated, each problem pushed as `file:line: key: message`.
+fn check_auth(
+    raw: &RawConfig,
+    file: &str,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<auth::AuthConfig> {
+    let at = |table: &str, key: &str, message: String| ConfigError {
+        file: file.to_owned(),
+        line: find_key_line(text, table, key),
+        key: if key.is_empty() {
+            table.to_owned()
+        } else {
+            format!("{table}.{key}")
+        },
+        message,
+    };
+    for (key, field, message) in auth::check_access(&raw.access) {
+        errors.push(at(&format!("access.{}", quote_key(&key)), field, message));
+    }
+    if raw.auth.is_none() && !raw.access.is_empty() {
+        errors.push(at(
+            "access",
+            "",
+            "needs an [auth] table (access rules apply to its tokens)".into(),
+        ));
+    }
+    match raw.auth.as_ref()?.validate() {
+        Ok(a) => Some(a),
+        Err(found) => {
+            for (key, message) in found {
+                errors.push(at("auth", key, message));
+            }
+            None
+        }
+    }
+}
+
+/// `oauth = { … }` of each HTTP upstream: validated, by upstream name.
+fn check_upstream_oauth(
+    raw: &RawConfig,
+    file: &str,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> BTreeMap<String, auth::UpstreamOAuth> {
+    let single = raw
+        .upstream
+        .iter()
+        .map(|u| ("upstream".to_owned(), "upstream".to_owned(), u.clone()));
+    let named = raw
+        .upstreams
+        .iter()
+        .filter(|(_, u)| !u.disabled)
+        .map(|(n, u)| {
+            (
+                n.clone(),
+                format!("upstreams.{}", quote_key(n)),
+                u.connection(),
+            )
+        });
+    let mut found = BTreeMap::new();
+    for (name, table, u) in single.chain(named) {
+        let Some(o) = &u.oauth else { continue };
+        let at = |key: &str, message: String| ConfigError {
+            file: file.to_owned(),
+            line: find_key_line(text, &table, "oauth"),
+            key: if key.is_empty() {
+                format!("{table}.oauth")
+            } else {
+                format!("{table}.oauth.{key}")
+            },
+            message,
+        };
+        if u.url.is_none() {
+            errors.push(at("", "only an HTTP upstream (`url`) takes `oauth`".into()));
+            continue;
+        }
+        match o.validate() {
+            Ok(v) => {
+                found.insert(name, v);
+            }
+            Err((key, message)) => errors.push(at(key, message)),
+        }
+    }
+    found
 }
 
 fn upstream_from(u: RawUpstream, file: &str, text: &str) -> Result<Upstream, ConfigError> {

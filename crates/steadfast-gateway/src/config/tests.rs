@@ -290,6 +290,10 @@ fn every_config_key_is_documented() {
     keys.extend(field_names::<Limits>());
     keys.extend(field_names::<Cap>());
     keys.extend(field_names::<super::tasks::RawTasks>());
+    keys.extend(field_names::<super::auth::RawAuth>());
+    keys.extend(field_names::<super::auth::RawIntrospection>());
+    keys.extend(field_names::<super::auth::AccessRule>());
+    keys.extend(field_names::<super::auth::RawUpstreamOAuth>());
     #[cfg(feature = "redis")]
     keys.extend(field_names::<steadfast_redis::StateConfig>());
     assert!(keys.len() > 40, "introspection found only {keys:?}");

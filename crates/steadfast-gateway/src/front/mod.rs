@@ -3,5 +3,7 @@
 //! session and runs the signal and reload loop. The top layer: nothing imports it.
 
 #[cfg(feature = "http")]
+pub(crate) mod auth;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod stdio;

@@ -478,6 +478,7 @@ impl Router {
         match set {
             UpstreamSet::One(spec) => {
                 let upstream = Upstream::new("upstream", spec, config.upstream_settings());
+                upstream.authenticate(config); // `oauth = { … }`
                 let tools = Arc::new(Tools::with_shared(config.clone(), shared.clone()));
                 Ok(Self::new(
                     vec![route(upstream, tools, false)],
@@ -515,11 +516,9 @@ impl Router {
         shared: &crate::route::shared::Shared,
     ) -> Arc<Route> {
         let tools = Tools::for_upstream(&n.name, config.clone(), shared.clone());
-        route(
-            Upstream::new(n.name, n.spec, config.upstream_settings()),
-            Arc::new(tools),
-            true,
-        )
+        let upstream = Upstream::new(n.name, n.spec, config.upstream_settings());
+        upstream.authenticate(config); // `oauth = { … }`
+        route(upstream, Arc::new(tools), true)
     }
 
     /// Takes a new configuration: its policies, limits and budgets for calls that start from

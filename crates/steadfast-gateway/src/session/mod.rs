@@ -10,6 +10,7 @@ pub mod client;
 pub(crate) mod extension;
 mod gather;
 pub mod health;
+pub mod identity;
 mod modern;
 pub mod tool_call;
 
@@ -65,6 +66,8 @@ pub struct Session {
     serial: std::sync::atomic::AtomicU64,
     warned_garbage: AtomicBool,
     warned_unlisted: AtomicBool,
+    /// The client, when the front identified it from a token (`identity.rs`).
+    identity: Mutex<Option<Arc<identity::Identity>>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -170,6 +173,7 @@ impl Session {
             serial: std::sync::atomic::AtomicU64::new(0),
             warned_garbage: AtomicBool::new(false),
             warned_unlisted: AtomicBool::new(false),
+            identity: Mutex::default(),
         })
     }
 
@@ -408,6 +412,8 @@ impl Session {
                 code::INVALID_REQUEST,
                 "the session is not initialized: send initialize first",
             ),
+            // The token's access policy (`identity.rs`): answered here when it forbids.
+            _ if self.refuses(id, method, env.params.map(RawValue::get)) => {}
             "tools/call" => {
                 let Some((ct, reg)) = self.register(id) else {
                     return;
@@ -481,7 +487,7 @@ impl Session {
                         }
                     };
                     tokio::select! {
-                        line = answer => me.client.respond(&id, line),
+                        line = answer => me.client.respond(&id, me.filter_list(&method, line)),
                         // A cancelled request is not answered (MCP); dropping the forward
                         // cancels it upstream.
                         _ = ct.cancelled() => {}

@@ -39,6 +39,11 @@ impl Session {
         if let Err(r) = era::check(&method, &params, None) {
             return self.refuse_raw(id, &r.error_object().to_string());
         }
+        // The token's access policy (`identity.rs`), as for sessions: answered here when it
+        // forbids.
+        if self.refuses(id, &method, env.params.map(RawValue::get)) {
+            return;
+        }
         let Some((ct, reg)) = self.register(id) else {
             return;
         };
@@ -70,6 +75,7 @@ impl Session {
             tokio::select! {
                 line = work => {
                     if let Some(line) = line {
+                        let line = me.filter_list(&method, line); // [auth] the policy's view
                         let line = era::complete_result(&line).unwrap_or(line);
                         me.client.respond(&id, line);
                     }

@@ -108,7 +108,7 @@ pub async fn run(
     // Built only when a limit counts them: three strings per call otherwise wasted.
     let keys = limit.map(|_| {
         steadfast::CallKeys::new()
-            .session(session.id.clone())
+            .session(session.limit_key())
             .tool(name.to_owned())
             .upstream(upstream.name.clone())
     });

@@ -165,6 +165,29 @@ impl Session {
         }
     }
 
+    /// `req` with the gateway's own OAuth token for this upstream, if it has one (it replaces
+    /// any static `Authorization` header); `Err` says why no token could be had.
+    async fn authorize(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, String> {
+        let Some(token) = self.up.upgrade().and_then(|u| u.token.get().cloned()) else {
+            return Ok(req);
+        };
+        let token = token.access_token().await.map_err(|e| {
+            format!(
+                "no OAuth token for the upstream: {}",
+                steadfast::sanitize(&e)
+            )
+        })?;
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+            .map_err(|_| "the upstream's OAuth token is not a valid header value".to_owned())?;
+        value.set_sensitive(true);
+        let mut map = HeaderMap::new();
+        map.insert(reqwest::header::AUTHORIZATION, value);
+        Ok(req.headers(map))
+    }
+
     fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
         let mut req = self
             .client
@@ -232,12 +255,15 @@ impl Session {
         for (name, value) in modern_headers(&line) {
             req = req.header(name, value);
         }
-        let sent = req
+        let req = req
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
-            .body(line)
-            .send()
-            .await;
+            .body(line);
+        let req = match self.authorize(req).await {
+            Ok(r) => r,
+            Err(why) => return self.settle(request, Reply::NotSent(why)),
+        };
+        let sent = req.send().await;
         let mut resp = match sent {
             Ok(r) => r,
             Err(e) if e.is_connect() => {
@@ -391,11 +417,13 @@ impl Session {
                 return;
             }
             drop(link);
-            let resp = self
+            let req = self
                 .request(reqwest::Method::GET)
-                .header(ACCEPT, "text/event-stream")
-                .send()
-                .await;
+                .header(ACCEPT, "text/event-stream");
+            let resp = match self.authorize(req).await {
+                Ok(req) => req.send().await.map_err(|e| e.to_string()),
+                Err(why) => Err(why),
+            };
             match resp {
                 Ok(mut r) if r.status().is_success() => {
                     failures = 0;

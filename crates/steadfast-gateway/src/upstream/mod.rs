@@ -13,6 +13,8 @@ mod supervisor;
 mod task_owners;
 
 #[cfg(feature = "http")]
+pub(crate) mod credentials;
+#[cfg(feature = "http")]
 mod http;
 mod stdio;
 
@@ -168,6 +170,9 @@ pub struct Upstream {
     started: OnceLock<()>,
     shutdown: CancellationToken,
     stopped: CancellationToken,
+    /// The gateway's own OAuth token for an HTTP upstream (`oauth = { … }`), if configured.
+    #[cfg(feature = "http")]
+    token: OnceLock<Arc<credentials::UpstreamToken>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -206,7 +211,25 @@ impl Upstream {
             started: OnceLock::new(),
             shutdown: CancellationToken::new(),
             stopped: CancellationToken::new(),
+            #[cfg(feature = "http")]
+            token: OnceLock::new(),
         })
+    }
+
+    /// Authenticates to the (HTTP) upstream with the config's `oauth` for `name`, if any.
+    pub(crate) fn authenticate(&self, config: &crate::Config) {
+        #[cfg(feature = "http")]
+        if let Some(o) = config.upstream_oauth.get(&self.name) {
+            let timeout = self
+                .settings
+                .request_timeout
+                .min(std::time::Duration::from_secs(30));
+            let _ = self
+                .token
+                .set(credentials::UpstreamToken::new(o.clone(), timeout));
+        }
+        #[cfg(not(feature = "http"))]
+        let _ = config;
     }
 
     /// How the upstream is reached (a reload compares it).

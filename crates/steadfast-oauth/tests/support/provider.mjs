@@ -1,4 +1,5 @@
-// A real OpenID provider (oidc-provider) for crates/steadfast-oauth/tests/oidc_provider.rs.
+// A real OpenID provider (oidc-provider) for crates/steadfast-oauth/tests/oidc_provider.rs and
+// crates/steadfast-cli/tests/auth.rs (the gateway binary with [auth]).
 //
 // Issues client-credentials access tokens: JWTs (RS256) for any https resource indicator, opaque
 // tokens for resources under https://opaque.test/ (for introspection). Keys are generated at
@@ -8,6 +9,8 @@
 //   POST /admin/rotate     add a new signing key (published first, so it signs from now on)
 //   POST /admin/drop-old   publish only the newest key
 //   POST /admin/hang-jwks  GET /jwks never answers from now on
+//   POST /admin/ttl?seconds=N  access tokens issued from now on live N seconds (negative: born
+//                          expired, for a gateway's expiry check without waiting)
 // Prints "READY <issuer>" on stdout once listening.
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -25,6 +28,7 @@ async function newKey() {
 
 let keys = [await newKey()];
 let hangJwks = false;
+let ttl = 300;
 let provider;
 
 function build(issuer) {
@@ -50,7 +54,7 @@ function build(issuer) {
         getResourceServerInfo: (_ctx, resource) => ({
           scope: SCOPES,
           audience: resource,
-          accessTokenTTL: 300,
+          accessTokenTTL: ttl,
           accessTokenFormat: resource.startsWith('https://opaque.test/') ? 'opaque' : 'jwt',
           jwt: { sign: { alg: 'RS256' } },
         }),
@@ -66,6 +70,7 @@ const server = http.createServer(async (req, res) => {
     if (req.url === '/admin/rotate') keys = [await newKey(), ...keys];
     else if (req.url === '/admin/drop-old') keys = keys.slice(0, 1);
     else if (req.url === '/admin/hang-jwks') hangJwks = true;
+    else if (req.url.startsWith('/admin/ttl?seconds=')) ttl = Number(req.url.split('=')[1]);
     provider = build(provider.issuer);
     res.setHeader('content-type', 'application/json');
     res.end(JSON.stringify({ kids: keys.map((k) => k.kid) }));

@@ -84,6 +84,8 @@ struct Front {
     opening: std::sync::atomic::AtomicUsize,
     /// `[tasks]` Durable tool calls, shared by every session (when some tool is durable).
     durable: Option<Arc<crate::tasks::Durable>>,
+    /// `[auth]` OAuth tokens, metadata and access policy (`front/auth.rs`).
+    auth: Option<Arc<super::auth::Auth>>,
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -114,10 +116,14 @@ pub async fn serve_http(
     let durable = crate::tasks::Durable::open(&config, router.clone())
         .await
         .map_err(std::io::Error::other)?;
+    let auth = super::auth::Auth::start(&config)
+        .await
+        .map_err(std::io::Error::other)?;
     let front = Arc::new(Front {
         prometheus,
         router: router.clone(),
         durable,
+        auth,
         config,
         options: options.clone(),
         sessions: Mutex::default(),

@@ -100,6 +100,7 @@ impl Front {
         id: Option<String>,
         body: Bytes,
         sse: bool,
+        identity: Option<Arc<crate::session::identity::Identity>>,
     ) -> Response<Body> {
         if let Some(name) = headers.duplicated {
             let r = era::Refusal {
@@ -135,6 +136,9 @@ impl Front {
         );
         if let Some(d) = &self.durable {
             session.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
+        }
+        if let Some(r) = super::super::auth::bind(self.auth.as_deref(), &session, identity, &body) {
+            return r; // [auth] a scope challenge
         }
         let frame =
             || crate::wire::framing::one_line(Frame::Line(bytes::BytesMut::from(&body[..])));

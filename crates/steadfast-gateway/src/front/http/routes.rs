@@ -92,7 +92,14 @@ impl Front {
         None
     }
 
-    pub(super) async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+    pub(super) async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
+        if let Some(r) = self
+            .auth
+            .as_ref()
+            .and_then(|a| a.well_known(req.uri().path()))
+        {
+            return r; // [auth] Protected Resource Metadata
+        }
         match req.uri().path() {
             "/healthz" => return full(StatusCode::OK, "ok\n"),
             "/readyz" => {
@@ -107,7 +114,14 @@ impl Front {
             "/mcp" | "/metrics" => {}
             _ => return full(StatusCode::NOT_FOUND, "not found\n"),
         }
-        if let Some(refused) = self.authorize(&req) {
+        let authorized =
+            match super::super::auth::guard(self.auth.as_deref(), &mut req, &self.options.tokens)
+                .await
+            {
+                Ok(done) => done,
+                Err(refused) => return refused,
+            };
+        if !authorized && let Some(refused) = self.authorize(&req) {
             return refused;
         }
         if req.uri().path() == "/metrics" {
@@ -169,9 +183,10 @@ impl Front {
     async fn post(
         self: &Arc<Self>,
         session_id: Option<String>,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
     ) -> Response<Body> {
         let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
+        let identity = req.extensions_mut().remove(); // [auth]
         let modern_headers = ModernHeaders::of(req.headers());
         let max = self.config.upstream_settings().max_message_size;
         let body = match Limited::new(req.into_body(), max).collect().await {
@@ -220,7 +235,7 @@ impl Front {
             (None, Ok((kind, Some(m), id))) if self.is_modern(m, &body) => {
                 let (kind, m, id) = (*kind, m.clone(), id.clone());
                 return self
-                    .post_modern(&modern_headers, kind, &m, id, body, sse)
+                    .post_modern(&modern_headers, kind, &m, id, body, sse, identity)
                     .await;
             }
             (None, _) => {
@@ -238,6 +253,9 @@ impl Front {
             }
         }
         let _opening = new.then(|| Opening(&self.opening));
+        if let Some(r) = super::super::auth::bind(self.auth.as_deref(), &session, identity, &body) {
+            return r; // [auth] another subject's session, or a scope challenge
+        }
         // `initialize` is always answered with JSON: nothing relates to it, and the session
         // is kept only once its answer is known to be a success.
         let streamed = sse && !new;

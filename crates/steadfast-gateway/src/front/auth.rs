@@ -1,0 +1,416 @@
+//! `[auth]`: the HTTP front as an OAuth 2.1 resource server (MCP authorization; RFC 9728,
+//! RFC 6750, RFC 8707, RFC 9068), built from the `steadfast-oauth` pieces.
+//!
+//! [`guard`] turns a request into the client's [`Identity`] or the refusal the client may hear:
+//! 401 with `WWW-Authenticate: Bearer … resource_metadata="…"` (no token, or a token that fails a
+//! check), 403 `insufficient_scope` (a call a scope would grant), 503 (keys unreachable). The
+//! failed check itself (expired, wrong audience, unknown key, bad signature…) goes to the
+//! operator's log at `-v`, never to the client. Static tokens (`--token-env`/`--token-file`)
+//! keep working beside OAuth and see everything; `/metrics` takes only those.
+//!
+//! Verified tokens are remembered by their SHA-256 (never the token itself) until their `exp`
+//! and at most `cache_ttl`, at most `cache_size` of them, so a client's every POST does not
+//! verify a signature again. The identity is handed to the session (`session/identity.rs`),
+//! which filters lists, refuses forbidden calls and keys call limits by the token's subject.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, StatusCode};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use steadfast_oauth::{
+    AccessPolicy, Claims, ClientError, HttpJwksFetcher, Introspector, Jwks, JwksOptions, JwtConfig,
+    JwtValidator, ProtectedResourceMetadata, Secret, SigningAlg, TokenError,
+};
+
+use crate::config::Config;
+use crate::config::auth::{AuthConfig, SecretSource};
+use crate::session::identity::{Access, Identity, Item};
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// The well-known path's prefix (RFC 9728 §3).
+const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+/// The resource server: token checks, the metadata document, the access policy.
+pub(crate) struct Auth {
+    validator: JwtValidator,
+    introspector: Option<Introspector>,
+    /// The Protected Resource Metadata document, as served.
+    metadata: String,
+    /// Where it is served (for `resource_metadata="…"`).
+    metadata_url: String,
+    /// Its path-suffixed path (RFC 9728 §3.1); the bare path is served too.
+    metadata_path: String,
+    policy: Option<Arc<AccessPolicy>>,
+    cache: Mutex<HashMap<[u8; 32], (Arc<Identity>, u64)>>,
+    cache_size: usize,
+    cache_ttl: Duration,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn secret(source: &SecretSource) -> Result<Secret, String> {
+    match source {
+        SecretSource::Env(name) => Secret::from_env(name),
+        SecretSource::File(path) => Secret::from_file(path),
+    }
+}
+
+impl Auth {
+    /// Builds the resource server of `[auth]` (None without one). The JWKS is fetched once
+    /// now, so a wrong issuer or `jwks_uri` stops the gateway at start rather than refusing
+    /// every client later.
+    pub(crate) async fn start(config: &Config) -> Result<Option<Arc<Self>>, String> {
+        let Some(a) = &config.auth else {
+            return Ok(None);
+        };
+        let fetcher = match &a.jwks_uri {
+            Some(uri) => HttpJwksFetcher::new(uri, a.fetch_timeout)?,
+            None => HttpJwksFetcher::discover(&a.issuer, a.fetch_timeout)
+                .await
+                .map_err(|e| format!("[auth] issuer {}: {e}", a.issuer))?,
+        };
+        let uri = fetcher.uri().to_owned();
+        let options = JwksOptions {
+            fetch_timeout: a.fetch_timeout,
+            min_refresh_interval: a.jwks_refresh_interval,
+            max_age: a.jwks_max_age,
+        };
+        let jwks = Jwks::with_options(fetcher, options);
+        let keys = jwks
+            .refresh()
+            .await
+            .map_err(|e| format!("[auth] the JWKS at {uri}: {e}"))?;
+        tracing::info!(jwks = %uri, keys, issuer = %a.issuer, resource = %a.resource, "[auth] OAuth tokens accepted");
+        let validator = JwtValidator::new(jwt_config(a), jwks);
+        let introspector = match &a.introspection {
+            Some(i) => Some(
+                Introspector::new(
+                    &i.endpoint,
+                    &i.client_id,
+                    secret(&i.secret).map_err(|e| format!("[auth] introspection: {e}"))?,
+                    &a.resource,
+                    a.fetch_timeout,
+                )?
+                .issuer(&a.issuer),
+            ),
+            None => None,
+        };
+        let doc = ProtectedResourceMetadata::new(&a.resource)
+            .authorization_server(&a.issuer)
+            .scopes(a.scopes_supported.clone());
+        let policy = if config.access.is_empty() {
+            None
+        } else {
+            let raw = serde_json::to_value(&config.access).map_err(|e| e.to_string())?;
+            Some(Arc::new(
+                serde_json::from_value::<AccessPolicy>(raw).map_err(|e| e.to_string())?,
+            ))
+        };
+        Ok(Some(Arc::new(Self {
+            validator,
+            introspector,
+            metadata: serde_json::to_string(&doc).map_err(|e| e.to_string())?,
+            metadata_url: doc.well_known_url(),
+            metadata_path: doc.well_known_path(),
+            policy,
+            cache: Mutex::default(),
+            cache_size: a.cache_size,
+            cache_ttl: a.cache_ttl,
+        })))
+    }
+
+    /// The metadata document, if `path` is where it is served.
+    pub(crate) fn well_known(&self, path: &str) -> Option<Response<Body>> {
+        if path != WELL_KNOWN && path != self.metadata_path {
+            return None;
+        }
+        let mut r = full(StatusCode::OK, self.metadata.clone());
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        Some(r)
+    }
+
+    /// The token's identity, from the cache or verified now.
+    pub(crate) async fn check(&self, token: &str) -> Result<Arc<Identity>, TokenError> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = now_secs();
+        if let Some((id, until)) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            if *until > now {
+                return Ok(id.clone());
+            }
+        }
+        // A JWT has three dot-separated parts; anything else is opaque (introspected, if
+        // configured). RFC 9068 tokens are JWS compact serializations.
+        let claims = match (&self.introspector, token.matches('.').count()) {
+            (Some(i), n) if n != 2 => i.validate(token).await?,
+            _ => self.validator.validate(token).await?,
+        };
+        let until = claims
+            .exp
+            .unwrap_or(u64::MAX)
+            .min(now.saturating_add(self.cache_ttl.as_secs()));
+        let identity = Arc::new(self.identity(claims));
+        self.remember(key, identity.clone(), until, now);
+        Ok(identity)
+    }
+
+    fn remember(&self, key: [u8; 32], identity: Arc<Identity>, until: u64, now: u64) {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= self.cache_size {
+            cache.retain(|_, (_, until)| *until > now);
+        }
+        if cache.len() >= self.cache_size {
+            // Still full of live tokens: forget an arbitrary one (it is verified again).
+            if let Some(evict) = cache.keys().next().copied() {
+                cache.remove(&evict);
+            }
+        }
+        cache.insert(key, (identity, until));
+    }
+
+    fn identity(&self, claims: Claims) -> Identity {
+        let mut all = serde_json::Map::new();
+        for (k, v) in [
+            ("iss", claims.iss.clone().map(Value::from)),
+            ("sub", claims.sub.clone().map(Value::from)),
+            ("aud", Some(Value::from(claims.aud.clone()))),
+            ("exp", claims.exp.map(Value::from)),
+            ("client_id", claims.client_id.clone().map(Value::from)),
+            ("scope", Some(Value::from(claims.scope.join(" ")))),
+        ] {
+            if let Some(v) = v {
+                all.insert(k.to_owned(), v);
+            }
+        }
+        all.extend(claims.extra.clone());
+        Identity {
+            // RFC 9068 §2.2 requires `sub`; a client-credentials token without one is its
+            // client's.
+            sub: claims
+                .sub
+                .clone()
+                .or_else(|| claims.client_id.clone())
+                .unwrap_or_default(),
+            scopes: claims.scope.clone(),
+            claims: Value::Object(all),
+            access: self
+                .policy
+                .clone()
+                .map(|policy| Arc::new(PolicyAccess { policy, claims }) as Arc<dyn Access>),
+        }
+    }
+
+    /// The refusal for a failed check: the check to the log, the RFC 6750 error to the client.
+    fn refuse(&self, e: &TokenError) -> Response<Body> {
+        tracing::info!(check = %e, "[auth] a token was refused");
+        let client = e.client_error();
+        let status = StatusCode::from_u16(client.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+        let body = match client {
+            ClientError::TemporarilyUnavailable => "the token cannot be checked now; retry later\n",
+            ClientError::InsufficientScope { .. } => "insufficient scope\n",
+            ClientError::InvalidToken => "invalid token\n",
+        };
+        let mut r = full(status, body);
+        if let Some(h) = steadfast_oauth::challenge_for(&client, &self.metadata_url) {
+            set_challenge(&mut r, &h);
+        }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            r.headers_mut().insert(
+                hyper::header::RETRY_AFTER,
+                hyper::header::HeaderValue::from_static("5"),
+            );
+        }
+        r
+    }
+
+    /// 403 `insufficient_scope` for a call the token lacks the scope for (MCP's scope
+    /// challenge), its body the JSON-RPC error naming the tool; None when no scope would grant
+    /// it (the session answers with a plain JSON-RPC error) or the call is allowed.
+    pub(crate) fn scope_challenge(
+        &self,
+        identity: &Identity,
+        body: &[u8],
+    ) -> Option<Response<Body>> {
+        let access = identity.access.as_ref()?;
+        let v: Value = serde_json::from_slice(body).ok()?;
+        let (item, key) = match v.get("method")?.as_str()? {
+            "tools/call" => (Item::Tool, "name"),
+            "prompts/get" => (Item::Prompt, "name"),
+            "resources/read" => (Item::Resource, "uri"),
+            _ => return None,
+        };
+        let name = v.pointer(&format!("/params/{key}"))?.as_str()?;
+        if access.allows(item, name) {
+            return None;
+        }
+        let scopes = access.scopes_for(item, name);
+        if scopes.is_empty() {
+            return None;
+        }
+        tracing::info!(sub = %identity.sub, name, "[auth] a call needs a scope the token lacks");
+        let id = v.get("id").map_or("null".to_owned(), Value::to_string);
+        let line = crate::session::identity::forbidden(&id, item, name, &scopes);
+        let mut r = full(StatusCode::FORBIDDEN, line);
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        let challenge = steadfast_oauth::challenge_403(&scopes.join(" "), &self.metadata_url);
+        set_challenge(&mut r, &challenge);
+        Some(r)
+    }
+}
+
+fn jwt_config(a: &AuthConfig) -> JwtConfig {
+    let algorithms = a.algorithms.iter().filter_map(|name| match name.as_str() {
+        "RS256" => Some(SigningAlg::Rs256),
+        "ES256" => Some(SigningAlg::Es256),
+        "EdDSA" => Some(SigningAlg::EdDsa),
+        _ => None, // refused when the config was validated
+    });
+    JwtConfig::new(&a.issuer, &a.resource)
+        .leeway(a.leeway)
+        .algorithms(algorithms.collect::<Vec<_>>())
+}
+
+fn set_challenge(r: &mut Response<Body>, value: &str) {
+    if let Ok(v) = hyper::header::HeaderValue::from_str(value) {
+        r.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, v);
+    }
+}
+
+fn full(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    r
+}
+
+/// The access policy's verdicts for one token.
+struct PolicyAccess {
+    policy: Arc<AccessPolicy>,
+    claims: Claims,
+}
+
+impl Access for PolicyAccess {
+    fn allows(&self, item: Item, name: &str) -> bool {
+        match item {
+            Item::Tool => self.policy.allows_tool(&self.claims, name),
+            Item::Prompt => self.policy.allows_prompt(&self.claims, name),
+            Item::Resource => self.policy.allows_resource(&self.claims, name),
+        }
+    }
+
+    fn scopes_for(&self, item: Item, name: &str) -> Vec<String> {
+        match item {
+            Item::Tool => self
+                .policy
+                .scopes_for_tool(name)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            Item::Prompt | Item::Resource => Vec::new(),
+        }
+    }
+}
+
+/// The credentials of an `Authorization: Bearer` header (the scheme is case-insensitive).
+fn bearer(req: &Request<hyper::body::Incoming>) -> Option<&str> {
+    let value = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+        .filter(|t| !t.is_empty())
+}
+
+/// Constant-time equality, so a static token cannot be guessed byte by byte from timings.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The guard of `/mcp` under `[auth]`: `Ok(true)` lets the request in (with its [`Identity`]
+/// in the request's extensions for an OAuth token; none for a static token), `Ok(false)` when
+/// `[auth]` is not configured or the path is not `/mcp` (the static-token check applies), or
+/// the refusal to send.
+pub(crate) async fn guard(
+    auth: Option<&Auth>,
+    req: &mut Request<hyper::body::Incoming>,
+    static_tokens: &[String],
+) -> Result<bool, Response<Body>> {
+    let Some(auth) = auth.filter(|_| req.uri().path() == "/mcp") else {
+        return Ok(false);
+    };
+    let Some(token) = bearer(req) else {
+        tracing::info!("[auth] a request without a bearer token was refused");
+        let mut r = full(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+        set_challenge(&mut r, &steadfast_oauth::challenge_401(&auth.metadata_url));
+        return Err(r);
+    };
+    let static_ok = static_tokens
+        .iter()
+        .fold(false, |acc, t| acc | same(t.as_bytes(), token.as_bytes()));
+    if static_ok {
+        return Ok(true);
+    }
+    match auth.check(token).await {
+        Ok(identity) => {
+            req.extensions_mut().insert(identity);
+            Ok(true)
+        }
+        Err(e) => Err(auth.refuse(&e)),
+    }
+}
+
+/// Binds the request's identity to its session (refused when the session is another
+/// subject's) and answers a call the token lacks a scope for with the 403 scope challenge.
+pub(crate) fn bind(
+    auth: Option<&Auth>,
+    session: &crate::session::Session,
+    identity: Option<Arc<Identity>>,
+    body: &[u8],
+) -> Option<Response<Body>> {
+    let (auth, identity) = (auth?, identity?);
+    if session.identify(identity.clone()).is_err() {
+        tracing::info!(session = %session.id, sub = %identity.sub, "[auth] a token of another subject was refused on a session");
+        return Some(full(
+            StatusCode::FORBIDDEN,
+            "this session belongs to another subject\n",
+        ));
+    }
+    auth.scope_challenge(&identity, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+
+    #[test]
+    fn static_tokens_compare_whole() {
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abc", b"abd"));
+        assert!(!same(b"abc", b"abcd"));
+        assert!(!same(b"", b"a"));
+    }
+}
