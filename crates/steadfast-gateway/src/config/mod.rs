@@ -38,6 +38,7 @@ mod locate;
 mod mcp_servers;
 pub mod settings;
 pub mod tasks;
+pub mod telemetry;
 
 use locate::{find_key_line, locate_offset, quote_key, with_duration_hint};
 use std::collections::BTreeMap;
@@ -368,6 +369,9 @@ struct RawConfig {
     /// `[tasks]` Where durable tool calls are kept.
     #[serde(default)]
     tasks: tasks::RawTasks,
+    /// `[telemetry]` OTLP trace export.
+    #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
 }
 
 /// One tool's effective settings.
@@ -421,6 +425,8 @@ pub struct Config {
     pub state: steadfast_redis::StateConfig,
     /// The durable task store (`[tasks]`), used when some tool is `durable = true`.
     pub tasks: tasks::TasksConfig,
+    /// `[telemetry]` as written; `RawTelemetry::resolve` adds the environment.
+    pub telemetry: telemetry::RawTelemetry,
     settings: settings::Settings,
     /// Things that are allowed but probably not meant (a second breaker config for one
     /// dependency, `--server` with a TOML file, …), for the caller to print.
@@ -752,6 +758,17 @@ impl Config {
             }
             tasks::TasksConfig::default()
         });
+        // [telemetry] OTLP export.
+        if let Err(found) = raw.telemetry.validate() {
+            for (key, message) in found {
+                errors.push(ConfigError {
+                    file: file.to_owned(),
+                    line: find_key_line(text, "telemetry", key),
+                    key: format!("telemetry.{key}"),
+                    message,
+                });
+            }
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -790,6 +807,7 @@ impl Config {
             #[cfg(feature = "redis")]
             state: raw.state.clone(),
             tasks,
+            telemetry: raw.telemetry.clone(),
             settings,
             warnings,
             defaults: raw.defaults,

@@ -290,6 +290,7 @@ fn every_config_key_is_documented() {
     keys.extend(field_names::<Limits>());
     keys.extend(field_names::<Cap>());
     keys.extend(field_names::<super::tasks::RawTasks>());
+    keys.extend(field_names::<super::telemetry::RawTelemetry>());
     #[cfg(feature = "redis")]
     keys.extend(field_names::<steadfast_redis::StateConfig>());
     assert!(keys.len() > 40, "introspection found only {keys:?}");

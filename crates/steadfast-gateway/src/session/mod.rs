@@ -10,6 +10,7 @@ pub mod client;
 pub(crate) mod extension;
 mod gather;
 pub mod health;
+pub(crate) mod span;
 pub mod tool_call;
 
 use std::collections::HashMap;
@@ -61,6 +62,8 @@ pub struct Session {
     serial: std::sync::atomic::AtomicU64,
     warned_garbage: AtomicBool,
     warned_unlisted: AtomicBool,
+    /// The protocol version the client asked for in `initialize` (`mcp.protocol.version`).
+    protocol: std::sync::OnceLock<Box<str>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -164,6 +167,7 @@ impl Session {
             serial: std::sync::atomic::AtomicU64::new(0),
             warned_garbage: AtomicBool::new(false),
             warned_unlisted: AtomicBool::new(false),
+            protocol: std::sync::OnceLock::new(),
         })
     }
 
@@ -186,6 +190,28 @@ impl Session {
     pub(crate) fn reply_error(&self, id: &str, code: i64, message: &str) {
         self.client
             .respond(id, jsonrpc::error_response(id, code, message));
+    }
+
+    /// Keeps the client's `protocolVersion` for the spans (`span.rs`).
+    fn remember_protocol(&self, params: &str) {
+        #[derive(serde::Deserialize)]
+        struct Init<'a> {
+            #[serde(rename = "protocolVersion", borrow)]
+            protocol_version: Option<std::borrow::Cow<'a, str>>,
+        }
+        if let Ok(Init {
+            protocol_version: Some(v),
+        }) = serde_json::from_str(params)
+        {
+            let _ = self
+                .protocol
+                .set(v.chars().take(32).collect::<String>().into());
+        }
+    }
+
+    /// The protocol version the client's `initialize` asked for, if known.
+    pub(crate) fn protocol_version(&self) -> Option<&str> {
+        self.protocol.get().map(|v| &**v)
     }
 
     /// Requests in flight now.
@@ -348,6 +374,7 @@ impl Session {
                 };
                 self.initialized.store(true, Ordering::Release);
                 let params = env.params.map_or("{}", RawValue::get).to_owned();
+                self.remember_protocol(&params);
                 let me = self.clone();
                 let id = reg.id.clone();
                 tokio::spawn(async move {
@@ -436,6 +463,7 @@ impl Session {
                             None => me.forward(&id, &method, params.as_deref()).await,
                         }
                     };
+                    let answer = span::serve(&me, &id, &method, params.as_deref(), answer);
                     tokio::select! {
                         line = answer => me.client.respond(&id, line),
                         // A cancelled request is not answered (MCP); dropping the forward

@@ -228,13 +228,19 @@ impl Session {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
-        let sent = self
+        let mut req = self
             .request(reqwest::Method::POST)
             .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(line)
-            .send()
-            .await;
+            .header(CONTENT_TYPE, "application/json");
+        // The trace context of the message's `_meta` in the headers too (W3C Trace Context
+        // over HTTP), for servers and HTTP middle boxes that read only those.
+        if let Some((tp, ts)) = crate::wire::trace_context::scan(&line) {
+            req = req.header("traceparent", tp);
+            if let Some(ts) = ts {
+                req = req.header("tracestate", ts);
+            }
+        }
+        let sent = req.body(line).send().await;
         let mut resp = match sent {
             Ok(r) => r,
             Err(e) if e.is_connect() => {

@@ -12,3 +12,4 @@ pub mod methods;
 pub mod naming;
 pub mod outbound;
 pub mod sanitize;
+pub mod trace_context;
