@@ -18,6 +18,7 @@ mod config {
     pub use steadfast_gateway::Config;
 }
 mod simulate;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -286,27 +287,8 @@ fn config_errors(errors: Vec<steadfast_gateway::ConfigError>) -> anyhow::Error {
     )
 }
 
-fn init_logging(verbose: u8) {
-    use tracing_subscriber::EnvFilter;
-    // Our crates at the asked level; the MCP library's internals only from -vvv.
-    let default = match verbose {
-        0 => "warn",
-        1 => "warn,steadfast=info,steadfast_gateway=info,steadfast_mcp=info",
-        2 => "warn,steadfast=debug,steadfast_gateway=debug,steadfast_mcp=debug",
-        _ => "trace",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    // stdout carries the protocol: logs go to stderr only.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
     if let Command::Proxy {
         config,
         server,
@@ -314,8 +296,9 @@ fn main() -> ExitCode {
         command,
     } = cli.command
     {
-        return run_proxy(config, server, quick, command);
+        return run_proxy(cli.verbose, config, server, quick, command);
     }
+    let _telemetry = telemetry::init(cli.verbose, None);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -398,6 +381,7 @@ fn main() -> ExitCode {
 /// The proxy runs on a current-thread runtime: one client, one thread, no hops between threads
 /// on the way from stdin to the upstream and back.
 fn run_proxy(
+    verbose: u8,
     config: Option<PathBuf>,
     server: Option<String>,
     quick: QuickFlags,
@@ -413,8 +397,15 @@ fn run_proxy(
     let config_path = config.clone();
     let config = match proxy_config(config.as_ref(), server.as_deref(), &quick) {
         Ok(c) => c,
-        Err(e) => return fail(&e),
+        Err(e) => {
+            let _logs = telemetry::init(verbose, None);
+            return fail(&e);
+        }
     };
+    // Logging starts once the config says whether traces are exported (`[telemetry]`, or the
+    // OTEL_* variables); the guard flushes the last spans when the proxy ends.
+    let exported = config.telemetry.resolve(|k| std::env::var(k).ok());
+    let _telemetry = telemetry::init(verbose, exported.as_ref());
     for w in &config.warnings {
         tracing::warn!("{w}");
     }

@@ -29,6 +29,7 @@ pub(crate) mod upstream;
 pub(crate) mod wire;
 
 pub use config::limits::Limits;
+pub use config::telemetry::{RawTelemetry, Telemetry};
 pub use config::{Config, ConfigError};
 #[cfg(feature = "http")]
 pub use front::http::{HttpOptions, serve_http};

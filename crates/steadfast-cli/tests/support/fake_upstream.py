@@ -621,6 +621,18 @@ def sleep_forever():
         time.sleep(3600)
 
 
+def record_trace(args, msg, header):
+    """--trace-file: one JSON line per request with the trace context it carried (in
+    params._meta, and for HTTP in the traceparent header)."""
+    if not args.trace_file or "method" not in msg or "id" not in msg:
+        return
+    meta = (msg.get("params") or {}).get("_meta") or {}
+    line = {"method": msg["method"], "meta": meta.get("traceparent"),
+            "tracestate": meta.get("tracestate"), "header": header}
+    with open(args.trace_file, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 # -- stdio --------------------------------------------------------------------------------------
 
 
@@ -650,6 +662,7 @@ def serve_stdio(fake):
         except ValueError:
             continue
         if isinstance(msg, dict):
+            record_trace(fake.args, msg, None)
             fake.handle(msg, emit)
     # stdin closed
     if "ignores-eof" in fake.modes:
@@ -750,6 +763,7 @@ def make_handler(state):
                 self.reply(400, {"jsonrpc": "2.0", "id": None,
                                  "error": {"code": -32600, "message": "batches not supported"}})
                 return
+            record_trace(args, msg, self.headers.get("traceparent"))
             sid = self.headers.get("Mcp-Session-Id")
             # What reached the server as Authorization (a gateway must never pass its client's on).
             fake.counter.bump("authorization", self.headers.get("Authorization") or "(none)")
@@ -874,6 +888,7 @@ def main(argv=None):
     p.add_argument("--http", type=int, metavar="PORT",
                    help="serve streamable HTTP on 127.0.0.1:PORT (0: any) instead of stdio")
     p.add_argument("--count-file", help="JSON file counting starts, methods and tool calls")
+    p.add_argument("--trace-file", help="append each request's traceparent (_meta, header) here")
     p.add_argument("--pid-file", help="write the process id here at start")
     p.add_argument("--reply-mib", type=float, default=17.0, help="oversized-reply size (MiB)")
     p.add_argument("--burst", type=int, default=20, help="progress-burst: notifications per call")

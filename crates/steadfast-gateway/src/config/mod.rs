@@ -39,6 +39,7 @@ mod locate;
 mod mcp_servers;
 pub mod settings;
 pub mod tasks;
+pub mod telemetry;
 
 use locate::{find_key_line, locate_offset, quote_key, with_duration_hint};
 use std::collections::BTreeMap;
@@ -379,6 +380,9 @@ struct RawConfig {
     /// `[access."…"]` what each scope or claim grants.
     #[serde(default)]
     access: BTreeMap<String, auth::AccessRule>,
+    /// `[telemetry]` OTLP trace export.
+    #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
 }
 
 /// One tool's effective settings.
@@ -438,6 +442,8 @@ pub struct Config {
     pub access: BTreeMap<String, auth::AccessRule>,
     /// `oauth = { … }` of HTTP upstreams, by upstream name (`upstream` for `[upstream]`).
     pub upstream_oauth: BTreeMap<String, auth::UpstreamOAuth>,
+    /// `[telemetry]` as written; `RawTelemetry::resolve` adds the environment.
+    pub telemetry: telemetry::RawTelemetry,
     settings: settings::Settings,
     /// Things that are allowed but probably not meant (a second breaker config for one
     /// dependency, `--server` with a TOML file, …), for the caller to print.
@@ -771,6 +777,17 @@ impl Config {
         });
         let auth = check_auth(&raw, file, text, &mut errors);
         let upstream_oauth = check_upstream_oauth(&raw, file, text, &mut errors);
+        // [telemetry] OTLP export.
+        if let Err(found) = raw.telemetry.validate() {
+            for (key, message) in found {
+                errors.push(ConfigError {
+                    file: file.to_owned(),
+                    line: find_key_line(text, "telemetry", key),
+                    key: format!("telemetry.{key}"),
+                    message,
+                });
+            }
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -812,6 +829,7 @@ impl Config {
             auth,
             access: raw.access,
             upstream_oauth,
+            telemetry: raw.telemetry.clone(),
             settings,
             warnings,
             defaults: raw.defaults,

@@ -294,6 +294,7 @@ fn every_config_key_is_documented() {
     keys.extend(field_names::<super::auth::RawIntrospection>());
     keys.extend(field_names::<super::auth::AccessRule>());
     keys.extend(field_names::<super::auth::RawUpstreamOAuth>());
+    keys.extend(field_names::<super::telemetry::RawTelemetry>());
     #[cfg(feature = "redis")]
     keys.extend(field_names::<steadfast_redis::StateConfig>());
     assert!(keys.len() > 40, "introspection found only {keys:?}");

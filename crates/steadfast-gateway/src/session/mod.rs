@@ -12,6 +12,7 @@ mod gather;
 pub mod health;
 pub mod identity;
 mod modern;
+pub(crate) mod span;
 pub mod tool_call;
 
 use std::collections::HashMap;
@@ -68,6 +69,8 @@ pub struct Session {
     warned_unlisted: AtomicBool,
     /// The client, when the front identified it from a token (`identity.rs`).
     identity: Mutex<Option<Arc<identity::Identity>>>,
+    /// The protocol version the client asked for in `initialize` (`mcp.protocol.version`).
+    protocol: std::sync::OnceLock<Box<str>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -174,6 +177,7 @@ impl Session {
             warned_garbage: AtomicBool::new(false),
             warned_unlisted: AtomicBool::new(false),
             identity: Mutex::default(),
+            protocol: std::sync::OnceLock::new(),
         })
     }
 
@@ -231,6 +235,28 @@ impl Session {
     pub(crate) fn reply_error(&self, id: &str, code: i64, message: &str) {
         self.client
             .respond(id, jsonrpc::error_response(id, code, message));
+    }
+
+    /// Keeps the client's `protocolVersion` for the spans (`span.rs`).
+    fn remember_protocol(&self, params: &str) {
+        #[derive(serde::Deserialize)]
+        struct Init<'a> {
+            #[serde(rename = "protocolVersion", borrow)]
+            protocol_version: Option<std::borrow::Cow<'a, str>>,
+        }
+        if let Ok(Init {
+            protocol_version: Some(v),
+        }) = serde_json::from_str(params)
+        {
+            let _ = self
+                .protocol
+                .set(v.chars().take(32).collect::<String>().into());
+        }
+    }
+
+    /// The protocol version the client's `initialize` asked for, if known.
+    pub(crate) fn protocol_version(&self) -> Option<&str> {
+        self.protocol.get().map(|v| &**v)
     }
 
     /// Requests in flight now.
@@ -396,6 +422,7 @@ impl Session {
                 };
                 self.initialized.store(true, Ordering::Release);
                 let params = env.params.map_or("{}", RawValue::get).to_owned();
+                self.remember_protocol(&params);
                 let me = self.clone();
                 let id = reg.id.clone();
                 tokio::spawn(async move {
@@ -486,6 +513,7 @@ impl Session {
                             None => me.forward(&id, &method, params.as_deref()).await,
                         }
                     };
+                    let answer = span::serve(&me, &id, &method, params.as_deref(), answer);
                     tokio::select! {
                         line = answer => me.client.respond(&id, me.filter_list(&method, line)),
                         // A cancelled request is not answered (MCP); dropping the forward

@@ -39,6 +39,12 @@ impl Session {
         if let Err(r) = era::check(&method, &params, None) {
             return self.refuse_raw(id, &r.error_object().to_string());
         }
+        // For the spans' `mcp.protocol.version`: a modern client carries it in each request.
+        if let Some(v) = era::version_of(&params) {
+            let _ = self
+                .protocol
+                .set(v.chars().take(32).collect::<String>().into());
+        }
         // The token's access policy (`identity.rs`), as for sessions: answered here when it
         // forbids.
         if self.refuses(id, &method, env.params.map(RawValue::get)) {
@@ -65,10 +71,13 @@ impl Session {
                     _ => {
                         let raw = params.to_string();
                         let ours = me.extension().filter(|x| x.serves(&method)).cloned();
-                        Some(match &ours {
-                            Some(x) => x.serve(&me, &id, &method, Some(&raw)).await,
-                            None => me.forward(&id, &method, Some(&raw)).await,
-                        })
+                        let answer = async {
+                            match &ours {
+                                Some(x) => x.serve(&me, &id, &method, Some(&raw)).await,
+                                None => me.forward(&id, &method, Some(&raw)).await,
+                            }
+                        };
+                        Some(super::span::serve(&me, &id, &method, Some(&raw), answer).await)
                     }
                 }
             };

@@ -16,10 +16,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::route::router::Kind;
-use crate::session::Session;
+use crate::session::{Session, span};
 use crate::upstream::{Params, ProgressRoute, Reply};
 use crate::wire::call_params::CallParams;
 use crate::wire::jsonrpc;
+use crate::wire::trace_context;
 
 /// A raw result and whether it says `isError: true`.
 pub(crate) struct Answer {
@@ -28,7 +29,69 @@ pub(crate) struct Answer {
 }
 
 /// Runs one `tools/call`; the line answering it, or `None` if the client cancelled it.
+///
+/// Traced (someone listens: `steadfast::trace::listening`), the call runs in a SERVER span
+/// `tools/call {tool}`, child of the client's `_meta.traceparent`; the engine's
+/// `execute_tool` span and each attempt's CLIENT span are under it.
 pub async fn run(
+    session: &Arc<Session>,
+    id: &str,
+    params: CallParams,
+    cancel: &CancellationToken,
+) -> Option<Vec<u8>> {
+    if !steadfast::trace::listening() {
+        return call(session, id, params, cancel).await;
+    }
+    run_traced(session, id, params, cancel).await
+}
+
+/// `run` in its SERVER span, with `mcp.server.operation.duration`.
+#[inline(never)]
+async fn run_traced(
+    session: &Arc<Session>,
+    id: &str,
+    params: CallParams,
+    cancel: &CancellationToken,
+) -> Option<Vec<u8>> {
+    use tracing::Instrument;
+    let (tool, parent) = match &params {
+        CallParams::Raw { text, name } => (
+            text[name.clone()].to_owned(),
+            trace_context::from_raw_params(text),
+        ),
+        CallParams::Value(v) => (
+            v.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            trace_context::from_params(v),
+        ),
+    };
+    let server = span::server(
+        session,
+        "tools/call",
+        id,
+        span::Target::Tool(&tool),
+        parent.as_ref(),
+    );
+    let started = Instant::now();
+    let line = call(session, id, params, cancel)
+        .instrument(server.clone())
+        .await;
+    let error = span::outcome_of(line.as_deref());
+    span::end(&server, error.1);
+    span::record_duration(
+        span::Side::Server,
+        "tools/call",
+        session.router.resolve(Kind::Tool, &tool).map(|_| &*tool),
+        error.0.as_deref(),
+        started.elapsed(),
+    );
+    line
+}
+
+/// The call itself (in whatever span the caller made).
+async fn call(
     session: &Arc<Session>,
     id: &str,
     params: CallParams,
@@ -115,6 +178,7 @@ pub async fn run(
     let keys = keys.as_ref();
     // Boxed: the engine's future is large, and this one is moved into a task (and its stages)
     // several times; a pointer moves cheaply.
+    let upstream_name: &str = &original;
     let outcome = Box::pin(ToolCall::new(name, policy)
         .replays_ambiguous(replay)
         .breaker(entry.breaker.clone())
@@ -135,6 +199,7 @@ pub async fn run(
                 // cancellation and its judge; a pointer moves cheaply, this future does not.
                 Box::pin(async move {
                     let upstream = rerouted.as_ref().unwrap_or(upstream);
+                    let attempt = async {
                     // Every attempt sent counts: a retry is a call.
                     if let (Some(limit), Some(keys)) = (limit, keys) {
                         limit.acquire(keys).await.map_err(CallFailure::Limited)?;
@@ -174,6 +239,11 @@ pub async fn run(
                     };
                     guard.finish();
                     into_answer(reply, max_size)
+                    };
+                    if !steadfast::trace::listening() {
+                        return attempt.await;
+                    }
+                    traced_attempt(attempt, upstream, upstream_name, n).await
                 })
             },
             move |answer: Answer| {
@@ -223,6 +293,59 @@ pub async fn run(
         }
     };
     Some(jsonrpc::result_response(id, &result))
+}
+
+/// One attempt in its CLIENT span `tools/call {tool}` (`tool`: the upstream's name for it),
+/// with `mcp.client.operation.duration`.
+#[inline(never)]
+async fn traced_attempt(
+    attempt: impl std::future::Future<Output = Result<Answer, CallFailure>>,
+    upstream: &crate::upstream::Upstream,
+    tool: &str,
+    n: u32,
+) -> Result<Answer, CallFailure> {
+    use tracing::Instrument;
+    let client = span::client(
+        "tools/call",
+        span::Target::Tool(tool),
+        &upstream.name,
+        upstream.is_http(),
+        n,
+    );
+    let started = Instant::now();
+    let result = attempt.instrument(client.clone()).await;
+    let code;
+    let outcome = match &result {
+        Ok(a) if a.is_error => span::Outcome::ToolError,
+        Ok(_) => span::Outcome::Ok,
+        Err(CallFailure::Rpc(e)) => span::Outcome::Rpc(i64::from(e.code.0)),
+        Err(CallFailure::Tool(..)) => span::Outcome::ToolError,
+        Err(CallFailure::NotSent(_)) => span::Outcome::Other("not_sent"),
+        Err(CallFailure::Lost(rmcp::ServiceError::Timeout { .. })) => {
+            span::Outcome::Other("timeout")
+        }
+        Err(CallFailure::Lost(_)) => span::Outcome::Other("connection_lost"),
+        Err(CallFailure::Limited(_)) => span::Outcome::Other("call_limit"),
+        Err(_) => span::Outcome::Other("_OTHER"),
+    };
+    span::end(&client, outcome);
+    let error = match outcome {
+        span::Outcome::Ok => None,
+        span::Outcome::ToolError => Some("tool_error"),
+        span::Outcome::Rpc(c) => {
+            code = c.to_string();
+            Some(code.as_str())
+        }
+        span::Outcome::Other(e) => Some(e),
+    };
+    span::record_duration(
+        span::Side::Client,
+        "tools/call",
+        None,
+        error,
+        started.elapsed(),
+    );
+    result
 }
 
 /// The upstream serving `name` now, if a reload replaced `current` by another one that serves

@@ -255,6 +255,14 @@ impl Session {
         for (name, value) in modern_headers(&line) {
             req = req.header(name, value);
         }
+        // The trace context of the message's `_meta` in the headers too (W3C Trace Context
+        // over HTTP), for servers and HTTP middle boxes that read only those.
+        if let Some((tp, ts)) = crate::wire::trace_context::scan(&line) {
+            req = req.header("traceparent", tp);
+            if let Some(ts) = ts {
+                req = req.header("tracestate", ts);
+            }
+        }
         let req = req
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")

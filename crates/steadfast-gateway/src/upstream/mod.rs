@@ -232,6 +232,11 @@ impl Upstream {
         let _ = config;
     }
 
+    /// Whether the upstream is a streamable-HTTP one (`network.transport` is `tcp`).
+    pub fn is_http(&self) -> bool {
+        !matches!(self.spec, UpstreamSpec::Command { .. })
+    }
+
     /// How the upstream is reached (a reload compares it).
     pub fn spec(&self) -> &UpstreamSpec {
         &self.spec
@@ -600,6 +605,12 @@ impl Upstream {
             Some(Params::Raw(raw)) => Some(raw.into()),
         };
         let params = self.in_era(params);
+        // Traced: this request carries the current (CLIENT) span's context in `_meta`.
+        let params = if steadfast::trace::listening() {
+            traced_params(params, id)
+        } else {
+            params
+        };
         let exchange = link.is_http().then(CancellationToken::new);
         self.pending().insert(
             id,
@@ -972,6 +983,26 @@ fn progress_id(token: &Value) -> Option<u64> {
 }
 
 /// `params` with `_meta.progressToken` set to `token` (or as it is).
+/// `params` with the current span's `traceparent` in `_meta` (when the span is an
+/// OpenTelemetry one), and the request's id recorded on the span.
+#[inline(never)]
+fn traced_params(
+    params: Option<std::borrow::Cow<'_, str>>,
+    id: u64,
+) -> Option<std::borrow::Cow<'_, str>> {
+    let span = tracing::Span::current();
+    // On an attempt's CLIENT span only (a SERVER span's id is the client's).
+    if span.metadata().is_some_and(|m| m.name() == "mcp.client") {
+        span.record("jsonrpc.request.id", id);
+    }
+    match crate::wire::trace_context::current() {
+        Some(t) => crate::wire::trace_context::inject(params.as_deref(), &t)
+            .map(std::borrow::Cow::Owned)
+            .or(params),
+        None => params,
+    }
+}
+
 fn with_progress_token(params: &Value, token: Option<u64>) -> String {
     match token {
         Some(t) => {

@@ -13,3 +13,4 @@ pub mod methods;
 pub mod naming;
 pub mod outbound;
 pub mod sanitize;
+pub mod trace_context;

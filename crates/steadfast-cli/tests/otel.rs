@@ -1,0 +1,409 @@
+//! The gateway's OTLP export, received by a real decoder: `scripts/otlp-receiver.py` parses each
+//! ExportTraceServiceRequest with the official `opentelemetry-proto` messages (PyPI) and writes
+//! one JSON line per span. Each test runs `steadfast proxy` with export on, drives a call, ends
+//! the proxy (its exporter flushes on exit) and asserts the span tree it exported.
+//!
+//! Needs `STEADFAST_TEST_OTLP` (the interpreter of `scripts/otlp-receiver.sh --install`), and
+//! for the SDK-client test `STEADFAST_TEST_MCP_PYTHON` (`scripts/tasks-sdk.sh --install`).
+#![cfg(feature = "otel")]
+
+#[path = "support/raw_client.rs"]
+mod raw_client;
+#[path = "support/temp.rs"]
+mod temp;
+
+use std::path::Path;
+use std::time::Duration;
+
+use raw_client::{RawProcess, fake_upstream_command};
+use serde_json::{Value, json};
+use temp::Temp;
+
+const ANSWER: Duration = Duration::from_secs(10);
+/// The client's trace: its trace id and the span id the proxy's SERVER span must have as parent.
+const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+const FAST: &str = r#"
+[proxy]
+init_timeout = "5s"
+shutdown_grace = "300ms"
+
+[defaults]
+retry = { max_attempts = 3, base_delay = "50ms", max_delay = "200ms", attempt_timeout = "3s" }
+"#;
+
+/// The receiver process and the file it writes.
+struct Receiver {
+    _proc: tokio::process::Child,
+    out: Temp,
+    _port_file: Temp,
+    endpoint: String,
+}
+
+impl Receiver {
+    async fn start(python: &str) -> Self {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/otlp-receiver.py");
+        let (out, port_file) = (Temp::new("otlp-spans"), Temp::new("otlp-port"));
+        let proc = tokio::process::Command::new(python)
+            .arg(script)
+            .args(["--out", out.path(), "--port-file", port_file.path()])
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the receiver starts");
+        let deadline = tokio::time::Instant::now() + ANSWER;
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file.0) {
+                break p;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the receiver did not listen within {ANSWER:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        Self {
+            _proc: proc,
+            out,
+            _port_file: port_file,
+            endpoint: format!("http://127.0.0.1:{}", port.trim()),
+        }
+    }
+
+    fn spans(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.out.0)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+}
+
+fn python(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.is_empty())
+}
+
+/// `steadfast proxy --config CONFIG -- python3 fake.py ARGS` exporting to `rx`.
+fn proxy(rx: &Receiver, config: &str, fake_args: &[&str]) -> (RawProcess, Temp) {
+    let file = Temp::new("otel-config");
+    std::fs::write(&file.0, config).expect("write config");
+    let mut argv = vec![
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "proxy".to_owned(),
+        "--config".to_owned(),
+        file.path().to_owned(),
+    ];
+    if !fake_args.is_empty() {
+        argv.push("--".to_owned());
+        argv.extend(fake_upstream_command(fake_args));
+    }
+    let p = RawProcess::spawn_with(&argv, |cmd| {
+        export_env(cmd.as_std_mut(), &rx.endpoint);
+    })
+    .expect("the proxy starts");
+    (p, file)
+}
+
+fn export_env(cmd: &mut std::process::Command, endpoint: &str) {
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        .env("OTEL_SERVICE_NAME", "steadfast-test")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("RUST_LOG");
+}
+
+async fn call(p: &mut RawProcess, id: i64, name: &str, meta: Option<&str>) -> Value {
+    let mut params = json!({"name": name, "arguments": {}});
+    if let Some(tp) = meta {
+        params["_meta"] = json!({"traceparent": tp, "tracestate": "client=1"});
+    }
+    p.request(json!(id), "tools/call", params).await.unwrap();
+    p.wait_for(&json!(id), ANSWER)
+        .await
+        .unwrap_or_else(|| panic!("tools/call {name} answered within {ANSWER:?}"))
+        .response
+}
+
+/// Ends the proxy (stdin closed: it exits and its exporter flushes) and returns every span.
+async fn finish(mut p: RawProcess, rx: &Receiver) -> Vec<Value> {
+    p.close_stdin();
+    assert!(
+        p.wait_exit(ANSWER).await.is_some(),
+        "the proxy exits within {ANSWER:?}"
+    );
+    rx.spans()
+}
+
+fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
+    &span["attributes"][key]
+}
+
+/// A number, whether the exporter wrote it as an integer or as its decimal text (`tracing`
+/// fields recorded with `Display` arrive as strings).
+fn num(v: &Value) -> Option<u64> {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+}
+
+fn named<'a>(spans: &'a [Value], name: &str, kind: &str) -> Vec<&'a Value> {
+    spans
+        .iter()
+        .filter(|s| s["name"] == name && s["kind"] == kind)
+        .collect()
+}
+
+fn children<'a>(spans: &'a [Value], parent: &Value) -> Vec<&'a Value> {
+    let mut c: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["parent_span_id"] == parent["span_id"] && s["trace_id"] == parent["trace_id"])
+        .collect();
+    c.sort_by_key(|s| s["start_ns"].as_u64());
+    c
+}
+
+fn events<'a>(span: &'a Value, name: &str) -> Vec<&'a Value> {
+    span["events"]
+        .as_array()
+        .map(|e| e.iter().filter(|e| e["name"] == name).collect())
+        .unwrap_or_default()
+}
+
+/// The `execute_tool` span under a SERVER span, and the CLIENT spans under it.
+fn tree<'a>(spans: &'a [Value], server: &Value) -> (&'a Value, Vec<&'a Value>) {
+    let kids = children(spans, server);
+    assert_eq!(
+        kids.len(),
+        1,
+        "one execute_tool under the SERVER span: {kids:#?}"
+    );
+    let exec = kids[0];
+    assert_eq!(exec["kind"], "internal", "{exec}");
+    assert!(
+        exec["name"].as_str().unwrap().starts_with("execute_tool "),
+        "{exec}"
+    );
+    let attempts = children(spans, exec);
+    for a in &attempts {
+        assert_eq!(a["kind"], "client", "{a}");
+    }
+    (exec, attempts)
+}
+
+#[tokio::test]
+#[ignore = "needs the OTLP receiver (STEADFAST_TEST_OTLP): run scripts/otlp-receiver.sh --install"]
+async fn a_call_retried_twice_then_succeeding_is_one_trace_under_the_clients() {
+    let py = python("STEADFAST_TEST_OTLP")
+        .expect("STEADFAST_TEST_OTLP (scripts/otlp-receiver.sh --install)");
+    let rx = Receiver::start(&py).await;
+    let trace = Temp::new("otel-upstream-trace");
+    let (mut p, _c) = proxy(
+        &rx,
+        FAST,
+        &["--flaky-failures", "2", "--trace-file", trace.path()],
+    );
+    p.initialize(ANSWER).await.expect("initialize answered");
+    let r = call(&mut p, 7, "flaky", Some(TP)).await;
+    assert_eq!(r["result"]["content"][0]["text"], "flaky succeeded", "{r}");
+    let spans = finish(p, &rx).await;
+
+    let servers = named(&spans, "tools/call flaky", "server");
+    assert_eq!(servers.len(), 1, "{spans:#?}");
+    let server = servers[0];
+    assert_eq!(server["trace_id"], TRACE_ID, "the client's trace continues");
+    assert_eq!(
+        server["parent_span_id"], CLIENT_SPAN,
+        "under the client's span"
+    );
+    assert_eq!(server["service"], "steadfast-test");
+    assert_eq!(attr(server, "mcp.method.name"), "tools/call");
+    assert_eq!(attr(server, "gen_ai.tool.name"), "flaky");
+    assert_eq!(attr(server, "gen_ai.operation.name"), "execute_tool");
+    assert_eq!(attr(server, "jsonrpc.request.id"), "7");
+    assert_eq!(attr(server, "network.transport"), "pipe");
+    assert_eq!(attr(server, "mcp.protocol.version"), "2025-11-25");
+    assert!(
+        attr(server, "mcp.session.id").is_null(),
+        "stdio: no session id"
+    );
+    assert!(attr(server, "error.type").is_null(), "succeeded: {server}");
+
+    let (exec, attempts) = tree(&spans, server);
+    let retries = events(exec, "steadfast.retry");
+    assert_eq!(retries.len(), 2, "{exec:#}");
+    assert_eq!(num(&retries[0]["attributes"]["steadfast.attempt"]), Some(1));
+    assert_eq!(num(&retries[1]["attributes"]["steadfast.attempt"]), Some(2));
+    assert!(
+        num(&retries[0]["attributes"]["steadfast.delay_ms"]).is_some(),
+        "{exec:#}"
+    );
+    assert_eq!(attempts.len(), 3, "three attempts: {attempts:#?}");
+    for (n, a) in attempts.iter().enumerate() {
+        assert_eq!(a["name"], "tools/call flaky");
+        assert_eq!(num(attr(a, "steadfast.attempt")), Some(n as u64 + 1));
+        assert_eq!(attr(a, "network.transport"), "pipe");
+        assert!(attr(a, "jsonrpc.request.id").is_string(), "{a}");
+    }
+    assert_eq!(attr(attempts[0], "error.type"), "tool_error");
+    assert_eq!(attr(attempts[1], "error.type"), "tool_error");
+    assert!(attr(attempts[2], "error.type").is_null());
+    assert_eq!(
+        attempts[0]["status"]["code"], 2,
+        "ERROR status: {}",
+        attempts[0]
+    );
+
+    // The upstream saw each attempt's own CLIENT span as its parent, in the client's trace.
+    let seen: Vec<Value> = std::fs::read_to_string(&trace.0)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["method"] == "tools/call")
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    for (s, a) in seen.iter().zip(&attempts) {
+        assert_eq!(
+            s["meta"],
+            format!("00-{TRACE_ID}-{}-01", a["span_id"].as_str().unwrap()),
+            "{s}"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the OTLP receiver (STEADFAST_TEST_OTLP): run scripts/otlp-receiver.sh --install"]
+async fn a_breaker_refusal_and_a_replay_held_back_are_events_without_attempts() {
+    let py = python("STEADFAST_TEST_OTLP")
+        .expect("STEADFAST_TEST_OTLP (scripts/otlp-receiver.sh --install)");
+    let rx = Receiver::start(&py).await;
+    let config = format!(
+        r#"{FAST}
+[tools.hang]
+retry = {{ max_attempts = 3, base_delay = "50ms", attempt_timeout = "200ms" }}
+retry_ambiguous = false
+breaker = {{ failure_threshold = 1, reset_timeout = "60s" }}
+"#
+    );
+    let (mut p, _c) = proxy(&rx, &config, &["--mode", "normal"]);
+    p.initialize(ANSWER).await.expect("initialize answered");
+    // A timeout may have reached the tool: not replayed (retry_ambiguous = false), and it
+    // opens the breaker; the next call is refused before any attempt.
+    let first = call(&mut p, 1, "hang", None).await;
+    assert_eq!(first["result"]["isError"], true, "{first}");
+    let second = call(&mut p, 2, "hang", None).await;
+    assert!(
+        second.to_string().contains("CIRCUIT_OPEN"),
+        "refused by the breaker: {second}"
+    );
+    let spans = finish(p, &rx).await;
+    let mut servers = named(&spans, "tools/call hang", "server");
+    servers.sort_by_key(|s| s["start_ns"].as_u64());
+    assert_eq!(servers.len(), 2, "{spans:#?}");
+    assert_ne!(
+        servers[0]["trace_id"], servers[1]["trace_id"],
+        "no client trace: one each"
+    );
+
+    let (exec, attempts) = tree(&spans, servers[0]);
+    assert_eq!(attempts.len(), 1, "held back after one: {attempts:#?}");
+    assert_eq!(attr(attempts[0], "error.type"), "timeout");
+    assert_eq!(
+        events(exec, "steadfast.replay.held_back").len(),
+        1,
+        "{exec:#}"
+    );
+    assert_eq!(
+        events(exec, "steadfast.breaker.opened").len(),
+        1,
+        "{exec:#}"
+    );
+    assert_eq!(attr(servers[0], "error.type"), "tool_error");
+
+    let (exec, attempts) = tree(&spans, servers[1]);
+    assert!(
+        attempts.is_empty(),
+        "the breaker refused before any attempt"
+    );
+    let refused = events(exec, "steadfast.breaker.refused");
+    assert_eq!(refused.len(), 1, "{exec:#}");
+    assert_eq!(attr(servers[1], "error.type"), "tool_error");
+    assert_eq!(attr(exec, "error.type"), "CIRCUIT_OPEN");
+}
+
+#[tokio::test]
+#[ignore = "needs the OTLP receiver (STEADFAST_TEST_OTLP) and the Python MCP SDK (STEADFAST_TEST_MCP_PYTHON)"]
+async fn the_python_sdk_clients_traceparent_reaches_an_http_upstream() {
+    let otlp = python("STEADFAST_TEST_OTLP")
+        .expect("STEADFAST_TEST_OTLP (scripts/otlp-receiver.sh --install)");
+    let sdk = python("STEADFAST_TEST_MCP_PYTHON")
+        .expect("STEADFAST_TEST_MCP_PYTHON (scripts/tasks-sdk.sh --install)");
+    let rx = Receiver::start(&otlp).await;
+    let trace = Temp::new("otel-http-trace");
+    let mut fake = RawProcess::spawn(&fake_upstream_command(&[
+        "--http",
+        "0",
+        "--trace-file",
+        trace.path(),
+    ]))
+    .unwrap();
+    let url = fake.read_line(ANSWER).await.expect("the URL line");
+    let config = Temp::new("otel-http-config");
+    std::fs::write(
+        &config.0,
+        format!("{FAST}\n[upstream]\nurl = \"{}\"\n", url.trim()),
+    )
+    .unwrap();
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/otel_sdk_client.py");
+    let mut cmd = std::process::Command::new(sdk);
+    cmd.arg(client)
+        .args([env!("CARGO_BIN_EXE_steadfast"), config.path(), TP]);
+    export_env(&mut cmd, &rx.endpoint);
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::from(cmd).output(),
+    )
+    .await
+    .expect("the SDK client ends within 60 s")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    assert_eq!(said["text"], "traced", "{said}");
+
+    // The SDK's stdio client ended the proxy; its last spans were flushed on the way out.
+    let spans = rx.spans();
+    let servers = named(&spans, "tools/call echo", "server");
+    assert_eq!(servers.len(), 1, "{spans:#?}");
+    assert_eq!(servers[0]["trace_id"], TRACE_ID);
+    assert_eq!(servers[0]["parent_span_id"], CLIENT_SPAN);
+    let (_, attempts) = tree(&spans, servers[0]);
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attr(attempts[0], "network.transport"), "tcp");
+    let expected = format!(
+        "00-{TRACE_ID}-{}-01",
+        attempts[0]["span_id"].as_str().unwrap()
+    );
+    let seen: Vec<Value> = std::fs::read_to_string(&trace.0)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["method"] == "tools/call")
+        .collect();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["meta"], expected.as_str(), "in _meta: {}", seen[0]);
+    assert_eq!(
+        seen[0]["header"],
+        expected.as_str(),
+        "in the header: {}",
+        seen[0]
+    );
+    assert_eq!(
+        seen[0]["tracestate"], "sdk=1",
+        "tracestate relayed: {}",
+        seen[0]
+    );
+}
