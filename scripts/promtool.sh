@@ -17,7 +17,7 @@ if [ -z "$PROMTOOL" ]; then
     chmod 755 "$dir"
     ( cd "$dir" && { timeout 300 apt-get download -q prometheus >&2 \
         || { timeout 300 apt-get update -q >&2 && timeout 300 apt-get download -q prometheus >&2; }; } )
-    mkdir -p target/promtool
+    mkdir -p "$(dirname "$PROMTOOL")"
     dpkg -x "$dir"/prometheus_*.deb "$dir/x"
     install -m 755 "$dir/x/usr/bin/promtool" "$PROMTOOL"
   fi
