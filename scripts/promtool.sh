@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PROMTOOL="$(command -v promtool || true)"
 if [ -z "$PROMTOOL" ]; then
-  PROMTOOL="$PWD/target/promtool/usr/bin/promtool"
+  PROMTOOL="$PWD/target/promtool/promtool"
   if [ ! -x "$PROMTOOL" ]; then
     dir="$(mktemp -d)"
     trap 'rm -rf "$dir"' EXIT
@@ -17,7 +17,7 @@ if [ -z "$PROMTOOL" ]; then
     chmod 755 "$dir"
     ( cd "$dir" && { timeout 300 apt-get download -q prometheus >&2 \
         || { timeout 300 apt-get update -q >&2 && timeout 300 apt-get download -q prometheus >&2; }; } )
-    mkdir -p target/promtool
+    mkdir -p "$(dirname "$PROMTOOL")"
     dpkg -x "$dir"/prometheus_*.deb "$dir/x"
     install -m 755 "$dir/x/usr/bin/promtool" "$PROMTOOL"
   fi
