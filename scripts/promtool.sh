@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PROMTOOL="$(command -v promtool || true)"
 if [ -z "$PROMTOOL" ]; then
-  PROMTOOL="$PWD/target/promtool/usr/bin/promtool"
+  PROMTOOL="$PWD/target/promtool/promtool"
   if [ ! -x "$PROMTOOL" ]; then
     dir="$(mktemp -d)"
     trap 'rm -rf "$dir"' EXIT

@@ -5,7 +5,8 @@
 //! as a job, an upstream restart — and
 //! then every metric name, and every `label="value"` matcher, of every alert expression and
 //! every dashboard query must be in the scrape. With `STEADFAST_TEST_PROMTOOL`, `promtool` also
-//! checks the rules and runs their unit tests (`ops/prometheus/alerts_test.yml`).
+//! lints the scrape (`check metrics`: names, units, help text), checks the rules and runs their
+//! unit tests (`ops/prometheus/alerts_test.yml`).
 #![cfg(feature = "http")]
 
 #[path = "support/http_client.rs"]
@@ -378,12 +379,13 @@ impl Client {
     }
 }
 
-async fn scrape(url: &str) -> Scrape {
+/// The parsed scrape and its text.
+async fn scrape(url: &str) -> (Scrape, String) {
     let r = exchange("GET", &url.replace("/mcp", "/metrics"), &[], "")
         .await
         .expect("a scrape");
     assert_eq!(r.status, 200, "{}", r.body);
-    Scrape::parse(&r.body)
+    (Scrape::parse(&r.body), r.body)
 }
 
 /// Drives the traffic, then checks every name the alerts and the dashboard use.
@@ -440,11 +442,11 @@ async fn every_metric_the_alerts_and_the_dashboard_use_is_exported() {
     // What the traffic must have made, then every name the rules and panels use. Gauges set by
     // background loops (an upstream restart, the job store count) arrive within the bound.
     let deadline = Instant::now() + BOUND;
-    let s = loop {
-        let s = scrape(&g.url).await;
+    let (s, text) = loop {
+        let (s, text) = scrape(&g.url).await;
         let gaps = missing(&s, &exprs);
         if gaps.is_empty() {
-            break s;
+            break (s, text);
         }
         assert!(
             Instant::now() < deadline,
@@ -501,6 +503,31 @@ async fn every_metric_the_alerts_and_the_dashboard_use_is_exported() {
         .map(|x| x.1)
         .sum::<f64>();
     assert_eq!(queued, 1.0, "the durable call was one job");
+
+    // Prometheus's own linter on the exposition (names, units, types), where promtool is.
+    if let Ok(promtool) = std::env::var("STEADFAST_TEST_PROMTOOL") {
+        use std::io::Write;
+        let mut child = std::process::Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("promtool runs");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

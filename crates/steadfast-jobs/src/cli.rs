@@ -180,6 +180,19 @@ pub async fn run(args: JobsArgs, out: &mut dyn Write) -> Result<(), Box<dyn std:
                 if let (Some(s), Some(f)) = (job.schedule_id, job.fire_at) {
                     writeln!(out, "schedule:     {s} (fire time {})", f.to_rfc3339())?;
                 }
+                // The trace that queued it: what to search the tracing backend for.
+                let trace = job
+                    .traceparent
+                    .as_deref()
+                    .and_then(|tp| crate::TraceContext::parse(tp, None).ok());
+                if let Some(t) = trace {
+                    writeln!(
+                        out,
+                        "trace:        {} (queued by span {})",
+                        t.trace_id(),
+                        t.parent_id()
+                    )?;
+                }
                 writeln!(
                     out,
                     "payload:      {}",

@@ -13,6 +13,11 @@
 //! claimed again after its lease. [`JobContext::idempotency_key`] is stable across attempts
 //! and workers, so side effects can be made exactly-once.
 //!
+//! # Tracing
+//! Each attempt runs in a messaging `process {handler}` span with retry, dead-letter and
+//! deferral events; the W3C trace context of whoever queued a job is stored with it and handed
+//! to a [`TracePropagation`] to link or parent the attempt's span (see [`trace`]).
+//!
 //! See [`Jobs`] for a tour, `docs/jobs.md` for the design and the comparison with
 //! Cloudflare's Agents SDK.
 
@@ -32,6 +37,7 @@ mod jobs;
 mod limits;
 mod options;
 mod recurrence;
+mod stats;
 mod store;
 pub mod trace;
 mod worker;
@@ -45,6 +51,7 @@ pub use job::{Job, JobId, JobState, idempotency_key_for};
 pub use jobs::{Jobs, JobsBuilder};
 pub use limits::{KeyLimits, KeyStatus, QueueStatus};
 pub use options::{CatchUp, JobOptions, ScheduleOptions, When};
+pub use stats::describe_metrics;
 pub use store::{Backend, Stats, Store, StoreOptions};
 pub use trace::{TraceContext, TracePropagation};
 pub use worker::{Worker, WorkerConfig, WorkerHandle};

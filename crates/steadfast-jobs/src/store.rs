@@ -17,6 +17,7 @@ use sqlx::{AnyPool, Executor, Row};
 use crate::JobsError;
 use crate::clock::from_ms;
 use crate::job::{Job, JobId, JobState, opt_time};
+pub use crate::stats::Stats;
 use crate::trace::TraceContext;
 
 /// Which database a store talks to.
@@ -653,44 +654,6 @@ impl Store {
 enum Bind<'a> {
     I(i64),
     S(&'a str),
-}
-
-/// Job counts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Waiting (queued, scheduled or in backoff).
-    pub available: u64,
-    /// Of those, waiting for a retry.
-    pub retrying: u64,
-    /// Claimed by a worker.
-    pub running: u64,
-    /// Succeeded.
-    pub done: u64,
-    /// Dead letters.
-    pub dead: u64,
-    /// Cancelled.
-    pub cancelled: u64,
-    /// How long the oldest due job has waited past its run time.
-    pub queue_lag: Option<Duration>,
-}
-
-impl Stats {
-    /// Sets the `steadfast_jobs_stored{state}` gauge: the whole store's jobs by state (so
-    /// every process sharing a store reports the same numbers: aggregate with `max`, not
-    /// `sum`). `retrying` is the part of `available` waiting for a retry.
-    pub(crate) fn export(&self) {
-        for (state, n) in [
-            ("available", self.available),
-            ("retrying", self.retrying),
-            ("running", self.running),
-            ("done", self.done),
-            ("dead", self.dead),
-            ("cancelled", self.cancelled),
-        ] {
-            metrics::gauge!("steadfast_jobs_stored", "state" => state).set(n as f64);
-        }
-    }
 }
 
 fn scheme_of(url: &str) -> &str {

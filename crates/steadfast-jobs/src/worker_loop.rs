@@ -33,17 +33,26 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     let mut last_rescue = i64::MIN;
     let stats_every = s.config.stats_interval.map(duration_ms);
     let mut last_stats = i64::MIN;
+    let mut stats_task: Option<tokio::task::JoinHandle<()>> = None;
     while !stop.is_cancelled() {
         while tasks.try_join_next().is_some() {}
         let now = s.jobs.now();
-        if let Some(every) = stats_every.filter(|e| now.saturating_sub(last_stats) >= *e) {
+        // The count reads every row's state: on its own task, one at a time, so a large store
+        // never delays a claim.
+        let counting = stats_task.as_ref().is_some_and(|t| !t.is_finished());
+        if let Some(every) =
+            stats_every.filter(|e| !counting && now.saturating_sub(last_stats) >= *e)
+        {
             last_stats = now;
-            match s.jobs.stats().await {
-                Ok(stats) => stats.export(),
-                Err(e) => {
-                    tracing::warn!(error = %sanitize(&e.to_string()), every_ms = every, "counting jobs for the gauge failed")
+            let jobs = s.jobs.clone();
+            stats_task = Some(tokio::spawn(async move {
+                match jobs.stats().await {
+                    Ok(stats) => stats.export(),
+                    Err(e) => {
+                        tracing::warn!(error = %sanitize(&e.to_string()), every_ms = every, "counting jobs for the gauge failed")
+                    }
                 }
-            }
+            }));
         }
         if now.saturating_sub(last_rescue) >= rescue_every {
             last_rescue = now;
@@ -135,6 +144,9 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     }
     if let Some(l) = listener {
         l.abort();
+    }
+    if let Some(t) = stats_task {
+        t.abort();
     }
     Ok(())
 }

@@ -344,3 +344,42 @@ both_current_thread!(
     a_bad_traceparent_is_refused_naming_the_field,
     a_dead_letter_and_a_deferral_are_events_of_their_attempt,
 );
+
+/// `jobs show` names the trace that queued the job: what to look up in the tracing backend.
+#[cfg(feature = "cli")]
+#[tokio::test(flavor = "current_thread")]
+async fn jobs_show_names_the_trace_that_queued_the_job() {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        jobs: steadfast_jobs::cli::JobsArgs,
+    }
+
+    let db = Db::sqlite();
+    let jobs = jobs(&db, &clock(), &Recorder::default()).await;
+    let traced = jobs
+        .queue("t", &503u16, JobOptions::new().traceparent(TP, None))
+        .await
+        .unwrap();
+    let plain = jobs.queue("t", &503u16, JobOptions::new()).await.unwrap();
+    let show = |id: i64| {
+        let url = db.url.clone();
+        async move {
+            let id = id.to_string();
+            let cli = Cli::parse_from(["jobs", "--db", url.as_str(), "show", id.as_str()]);
+            let mut out = Vec::new();
+            steadfast_jobs::cli::run(cli.jobs, &mut out).await.unwrap();
+            String::from_utf8(out).unwrap()
+        }
+    };
+    let text = show(traced).await;
+    assert!(
+        text.contains(
+            "trace:        4bf92f3577b34da6a3ce929d0e0e4736 (queued by span 00f067aa0ba902b7)"
+        ),
+        "{text}"
+    );
+    assert!(!show(plain).await.contains("trace:"));
+}

@@ -128,6 +128,8 @@ pub use idempotency::{
 };
 pub use jitter::{Jitter, Rng};
 pub use llm_error::{LlmError, LlmErrorCode, MAX_MESSAGE_CHARS};
+#[cfg(feature = "metrics")]
+pub use metrics::describe_metrics;
 pub use metrics::{
     Metrics, MetricsSnapshot, ROLLING_WINDOW, ToolMetrics, ToolSnapshot, WindowSnapshot,
 };

@@ -25,6 +25,38 @@ use tokio::time::Instant;
 use crate::window::RollingCounter;
 use crate::{BreakerStats, CircuitBreaker, LlmErrorCode};
 
+/// Describes the retry engine's metrics to the installed `metrics` recorder (the `# HELP`
+/// lines of a Prometheus scrape). Call it once, after installing the recorder.
+#[cfg(feature = "metrics")]
+pub fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_counter!(
+        "steadfast_calls_total",
+        "Calls finished (succeeded or gave up), by tool."
+    );
+    describe_counter!(
+        "steadfast_attempts_total",
+        "Attempts made by finished calls, by tool."
+    );
+    describe_counter!("steadfast_retries_total", "Retries scheduled, by tool.");
+    describe_counter!(
+        "steadfast_successes_after_retry_total",
+        "Calls that succeeded after at least one retry, by tool."
+    );
+    describe_counter!(
+        "steadfast_failures_total",
+        "Calls that gave up, by tool and the error code the model is shown."
+    );
+    describe_counter!(
+        "steadfast_give_ups_total",
+        "Calls that gave up, by tool and why the engine stopped (exhausted, non_retriable, declined, time_budget, cancelled, circuit_open, budget_exhausted, concurrency_limit)."
+    );
+    describe_gauge!(
+        "steadfast_breaker_state",
+        "Circuit breaker state by tool: 0 closed, 1 half-open, 2 open, 3 isolated."
+    );
+}
+
 /// The rolling view's span.
 pub const ROLLING_WINDOW: Duration = Duration::from_secs(300);
 

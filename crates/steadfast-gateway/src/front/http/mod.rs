@@ -208,11 +208,57 @@ const LATENCY_BUCKETS: [f64; 16] = [
 /// Latencies are histograms (buckets), not summaries: `histogram_quantile` works on them and
 /// replicas' series can be summed.
 fn install_prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(&LATENCY_BUCKETS)
         .ok()?
         .install_recorder()
-        .ok()
+        .ok()?;
+    describe_metrics();
+    Some(handle)
+}
+
+/// The `# HELP` lines of the scrape (ops/README.md lists what the dashboard and alerts read).
+fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    steadfast::describe_metrics();
+    steadfast_jobs::describe_metrics();
+    describe_histogram!(
+        "steadfast_tool_call_duration_seconds",
+        metrics::Unit::Seconds,
+        "Tool call latency seen by the client, retries and waits included, by tool."
+    );
+    describe_gauge!(
+        "steadfast_upstream_connected",
+        "1 while the gateway holds a connection to the upstream, by upstream."
+    );
+    describe_counter!(
+        "steadfast_upstream_restarts_total",
+        "Reconnections to an upstream after it died, by upstream."
+    );
+    describe_gauge!(
+        "steadfast_sessions",
+        "HTTP front sessions open (set at each scrape)."
+    );
+    describe_gauge!(
+        "steadfast_requests_in_flight",
+        "Client requests being served."
+    );
+    describe_counter!(
+        "steadfast_tasks_created_total",
+        "Durable tasks created (task-augmented calls to durable tools)."
+    );
+    describe_gauge!(
+        "steadfast_redis_up",
+        "1 while the shared state's Redis answers ([state])."
+    );
+    describe_counter!(
+        "steadfast_redis_fallbacks_total",
+        "Times a replica fell back to local state because Redis did not answer."
+    );
+    describe_counter!(
+        "steadfast_redis_reports_dropped_total",
+        "Breaker outcomes dropped because the report buffer toward Redis was full."
+    );
 }
 
 /// A JSON answer.
