@@ -252,16 +252,41 @@ pub fn encode_header_value(value: &str) -> String {
     format!("=?base64?{}?=", b64_encode(value.as_bytes()))
 }
 
-/// Whether a modern result lacks `resultType` (a handshake-era server's result relayed to a
-/// modern client, which the revision asks servers to mark): the line with
-/// `"resultType":"complete"` added, or `None` when it needs nothing.
-pub fn complete_result(line: &[u8]) -> Option<Vec<u8>> {
-    if memchr_find(line, b"\"resultType\"") {
+/// The methods whose complete results must carry caching hints (`ttlMs`, `cacheScope`).
+pub const CACHEABLE: [&str; 6] = [
+    DISCOVER,
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// A result for a modern client, from a line that may come from a handshake-era server (or
+/// the gateway's own gathering): `"resultType":"complete"` added when missing (servers of the
+/// revision must mark results), and for a cacheable method the caching hints the revision
+/// requires, when missing: `ttlMs: 0` (stale at once — the gateway cannot promise freshness
+/// for a server that gave none) and `cacheScope: "private"` (what the gateway lists may depend
+/// on its policy). `None` when the line needs nothing.
+pub fn complete_result(method: &str, line: &[u8]) -> Option<Vec<u8>> {
+    let cacheable = CACHEABLE.contains(&method);
+    let marked = memchr_find(line, b"\"resultType\"");
+    let hinted =
+        !cacheable || (memchr_find(line, b"\"ttlMs\"") && memchr_find(line, b"\"cacheScope\""));
+    if marked && hinted {
         return None;
     }
     let mut v: Value = serde_json::from_slice(line).ok()?;
     let result = v.get_mut("result")?.as_object_mut()?;
-    result.insert("resultType".into(), Value::String("complete".into()));
+    result
+        .entry("resultType")
+        .or_insert_with(|| Value::String("complete".into()));
+    if cacheable && result.get("resultType").and_then(Value::as_str) == Some("complete") {
+        result.entry("ttlMs").or_insert_with(|| json!(0));
+        result
+            .entry("cacheScope")
+            .or_insert_with(|| Value::String("private".into()));
+    }
     let mut out = serde_json::to_vec(&v).ok()?;
     if line.ends_with(b"\n") {
         out.push(b'\n');
@@ -502,16 +527,24 @@ mod tests {
     #[test]
     fn results_are_marked_complete_and_envelopes_translated() {
         let line = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#;
-        let out: Value = serde_json::from_slice(&complete_result(line).unwrap()).unwrap();
+        let out: Value =
+            serde_json::from_slice(&complete_result("tools/list", line).unwrap()).unwrap();
         assert_eq!(out["result"]["resultType"], "complete");
+        assert_eq!(out["result"]["ttlMs"], 0);
+        assert_eq!(out["result"]["cacheScope"], "private");
+        let call = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+        let out: Value =
+            serde_json::from_slice(&complete_result("tools/call", call).unwrap()).unwrap();
         assert!(
-            complete_result(br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#)
-                .is_none()
+            out["result"].get("ttlMs").is_none(),
+            "not a cacheable method"
         );
-        assert!(
-            complete_result(br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#)
-                .is_none()
-        );
+        let task = br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#;
+        assert!(complete_result("tools/call", task).is_none());
+        let error = br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#;
+        assert!(complete_result("tools/list", error).is_none());
+        let hinted = br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","ttlMs":5,"cacheScope":"public","tools":[]}}"#;
+        assert!(complete_result("tools/list", hinted).is_none());
 
         let mut p = modern("tools/call", json!({"name": "echo"}));
         p["_meta"]["progressToken"] = json!(7);
