@@ -12,6 +12,7 @@ mod temp;
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -100,16 +101,29 @@ fn through_stdio(config: &Temp, upstream: &[String]) -> Vec<String> {
 
 /// The gateway on HTTP in front of `upstream`: (the child, its URL).
 async fn http_gateway(config: &Temp, upstream: &[String]) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"))
-        .args([
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--config",
-            config.path(),
-            "--",
-        ])
-        .args(upstream)
+    let (child, url, _) = http_gateway_logged(config, upstream).await;
+    (child, url)
+}
+
+/// [`http_gateway`], with the gateway's log lines as they come (an empty `upstream`: the
+/// config's `[upstream]`).
+async fn http_gateway_logged(
+    config: &Temp,
+    upstream: &[String],
+) -> (tokio::process::Child, String, Arc<Mutex<Vec<String>>>) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        config.path(),
+    ]);
+    if !upstream.is_empty() {
+        cmd.arg("--").args(upstream);
+    }
+    let mut child = cmd
+        .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -127,8 +141,14 @@ async fn http_gateway(config: &Temp, upstream: &[String]) -> (tokio::process::Ch
     })
     .await
     .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
-    (child, url)
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = err.next_line().await {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    (child, url, log)
 }
 
 fn assert_echo(out: &Value, text: &str) {
@@ -269,4 +289,68 @@ async fn handshake_era_client_to_a_modern_only_server() {
     let out = client(&legacy_python, "legacy_client.py", &[url]).await;
     assert_eq!(out["echo"][0], "from 2025", "http: {out}");
     assert_eq!(out["era"], MODERN, "http: {out}");
+}
+
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_client_to_rmcps_example_server_on_stdio_and_http() {
+    let c = config();
+    let upstream = vec![
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "example-server".to_owned(),
+    ];
+    for mode in ["auto", MODERN] {
+        let out = client(
+            &python2(),
+            "modern_client.py",
+            &[[mode.to_owned()].as_slice(), &through_stdio(&c, &upstream)].concat(),
+        )
+        .await;
+        assert_eq!(out["protocol_version"], MODERN, "{mode}: {out}");
+        let echoed = out["echo"][0].as_str().unwrap_or_default();
+        assert!(echoed.contains("through steadfast"), "{mode}: {out}");
+    }
+    // rmcp 3.11 over streamable HTTP as the upstream: probed, found modern, spoken to
+    // without a session.
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"))
+        .args(["example-server", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(BOUND, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let upstream_url = first.strip_prefix("listening on ").unwrap().to_owned();
+    let c = Temp::new("modern-sdk-url-config");
+    std::fs::write(
+        &c.0,
+        format!("[proxy]\ninit_timeout = \"20s\"\n[upstream]\nurl = \"{upstream_url}\"\n"),
+    )
+    .unwrap();
+    let (_gw, url, log) = http_gateway_logged(&c, &[]).await;
+    for mode in ["auto", MODERN, "legacy"] {
+        let out = client(
+            &python2(),
+            "modern_client.py",
+            &[mode.to_owned(), url.clone()],
+        )
+        .await;
+        let echoed = out["echo"][0].as_str().unwrap_or_default();
+        assert!(echoed.contains("through steadfast"), "http {mode}: {out}");
+    }
+    let modern_upstream = log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("speaks MCP 2026-07-28"));
+    assert!(
+        modern_upstream,
+        "the gateway found rmcp 3.11 modern: {:?}",
+        log.lock().unwrap()
+    );
 }

@@ -111,6 +111,7 @@ impl Refusal {
 
     /// The HTTP status a modern POST refused this way gets (the Python SDK's table:
     /// 404 for an unknown method, 400 for the rest of the ladder).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP front and upstreams
     pub fn http_status(&self) -> u16 {
         http_status(self.code)
     }
@@ -118,6 +119,7 @@ impl Refusal {
 
 /// The HTTP status for a JSON-RPC error code in a modern POST's answer; 200 for codes the
 /// transport assigns none (a tool's or upstream's error is an answer, not a transport fault).
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP front and upstreams
 pub fn http_status(code: i64) -> u16 {
     match code {
         -32700 | -32600 | -32602 => 400,
@@ -242,6 +244,7 @@ pub fn decode_header_value(value: &str) -> Option<String> {
 
 /// A header value for `value`: verbatim when it is printable ASCII without edge spaces, else
 /// the base64 sentinel.
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP front and upstreams
 pub fn encode_header_value(value: &str) -> String {
     let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
         && value.trim() == value
