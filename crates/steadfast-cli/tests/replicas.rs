@@ -616,3 +616,96 @@ async fn modern_clients_are_served_by_any_replica_without_stickiness() {
     let _ = cancelled_on;
     drop(b);
 }
+
+#[tokio::test]
+#[ignore = "needs HAProxy, PostgreSQL and Redis: set STEADFAST_TEST_HAPROXY (scripts/haproxy.sh --install), STEADFAST_TEST_POSTGRES_URL, STEADFAST_TEST_REDIS_URL"]
+async fn a_replica_killed_under_modern_load_answers_each_request_once_or_fails_it_clearly() {
+    let env = env();
+    let db = Database::new(&env.postgres, "replicas_modern_kill");
+    let config = config(&env, &db, &unique("replicas-modern-kill"));
+    let (mut replicas, b) = cluster(&env, &config).await;
+    let b = std::sync::Arc::new(b);
+    let slow = json!({"name": "slow", "arguments": {"seconds": 0.5, "steps": 1}});
+    let mut load = tokio::task::JoinSet::new();
+    for id in 0..24 {
+        let (b, slow) = (b.clone(), slow.clone());
+        load.spawn(async move {
+            let body = {
+                let mut params = slow;
+                params["_meta"] = json!({
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                });
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+            };
+            let headers = [
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "slow"),
+            ];
+            exchange("POST", &b.url, &headers, &body.to_string())
+                .await
+                .map(|r| (r.status, r.answer()))
+        });
+    }
+    // Killed while it runs some of the calls.
+    let victim = 1;
+    let slow_calls = |r: &Replica| {
+        read_counts(&r.counts.0)["tools"]["slow"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    while slow_calls(&replicas[victim]) == 0 {
+        assert!(started.elapsed() < ANSWER, "the victim never ran a call");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    replicas[victim].child.start_kill().unwrap();
+    let _ = replicas[victim].child.wait().await;
+    let (mut answered, mut failed) = (0u64, 0u64);
+    while let Some(outcome) = load.join_next().await {
+        match outcome.unwrap() {
+            Ok((200, r)) => {
+                assert_eq!(r["result"]["content"][0]["text"], "slept 0.5s", "{r}");
+                answered += 1;
+            }
+            // The balancer's answer for a backend that died mid-request: retriable.
+            Ok((status, r)) => {
+                assert!(matches!(status, 502 | 503 | 504), "{status}: {r}");
+                failed += 1;
+            }
+            // The connection closed without an answer: the client retries.
+            Err(_) => failed += 1,
+        }
+    }
+    assert!(
+        answered >= 12,
+        "most calls answered: {answered} answered, {failed} failed"
+    );
+    println!("modern load with a replica killed: {answered} answered, {failed} failed");
+    // Exactly once: every answered call ran once; a failed one ran at most once.
+    let ran: u64 = replicas.iter().map(slow_calls).sum();
+    assert!(
+        (answered..=answered + failed).contains(&ran),
+        "{ran} runs for {answered} answers and {failed} failures"
+    );
+    // Once HAProxy's check has marked the replica down, every request is served by the others.
+    let mut streak = 0;
+    let started = Instant::now();
+    while streak < 6 {
+        assert!(
+            started.elapsed() < ANSWER,
+            "the dead replica was never taken out"
+        );
+        let lookup = json!({"name": "lookup", "arguments": {"key": "after"}});
+        let (status, by, _, r) = modern_post(&b, 99, "tools/call", lookup).await;
+        if status == 200 && r["result"]["content"][0]["text"] == "record after" {
+            assert_ne!(by, format!("g{victim}"));
+            streak += 1;
+        } else {
+            streak = 0;
+        }
+    }
+}
