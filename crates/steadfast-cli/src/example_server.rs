@@ -311,7 +311,9 @@ impl ServerHandler for Flaky {
 }
 
 /// Serves the example server over streamable HTTP at `addr` until killed, printing the URL
-/// (stdout is not the protocol in this mode). Each session gets fresh counters.
+/// (stdout is not the protocol in this mode). The counters are the process's: rmcp serves a
+/// request of an MCP 2026-07-28 client (no session) with a fresh handler each time, so
+/// per-handler counters would restart at every call and `flaky_search` would never succeed.
 #[cfg(feature = "http")]
 pub async fn run_http(addr: std::net::SocketAddr) -> anyhow::Result<()> {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -320,7 +322,10 @@ pub async fn run_http(addr: std::net::SocketAddr) -> anyhow::Result<()> {
     let mut config = StreamableHttpServerConfig::default();
     config.sse_keep_alive = None;
     let service = StreamableHttpService::new(
-        || Ok(Flaky::default()),
+        {
+            let shared = Flaky::default();
+            move || Ok(shared.clone())
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     );

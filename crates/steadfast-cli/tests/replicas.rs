@@ -461,3 +461,251 @@ async fn a_durable_call_on_a_replica_killed_mid_call_is_finished_by_another() {
     assert_eq!(reran, 1, "exactly one live replica ran the call again");
     drop(b);
 }
+
+/// A request of an MCP 2026-07-28 client: the per-request envelope (declaring the tasks
+/// extension), the routing headers, no session. Through the balancer: (HTTP status, the
+/// replica that served it, whether a session id came back, the answer).
+async fn modern_post(
+    b: &Balancer,
+    id: i64,
+    method: &str,
+    params: Value,
+) -> (u16, String, bool, Value) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "replicas-modern", "version": "1"},
+    });
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+    ];
+    if let Some(n) = name.as_deref() {
+        headers.push(("Mcp-Name", n));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let r = exchange("POST", &b.url, &headers, &body.to_string())
+        .await
+        .expect("the balancer answers");
+    let served_by = r.header("x-served-by").unwrap_or_default().to_owned();
+    let session = r.header("mcp-session-id").is_some();
+    (r.status, served_by, session, r.answer())
+}
+
+#[tokio::test]
+#[ignore = "needs HAProxy, PostgreSQL and Redis: set STEADFAST_TEST_HAPROXY (scripts/haproxy.sh --install), STEADFAST_TEST_POSTGRES_URL, STEADFAST_TEST_REDIS_URL"]
+async fn modern_clients_are_served_by_any_replica_without_stickiness() {
+    let env = env();
+    let db = Database::new(&env.postgres, "replicas_modern");
+    let config = config(&env, &db, &unique("replicas-modern"));
+    let (replicas, b) = cluster(&env, &config).await;
+
+    // No session: round-robin spreads one client's requests over every replica.
+    let mut served = std::collections::BTreeSet::new();
+    for id in 1..=6 {
+        let (status, by, session, r) = modern_post(&b, id, "server/discover", json!({})).await;
+        assert_eq!(status, 200, "{r}");
+        assert!(!session, "a modern client gets no session");
+        let ext = r.pointer("/result/capabilities/extensions/io.modelcontextprotocol~1tasks");
+        assert!(
+            ext.is_some(),
+            "durable tools: the tasks extension is declared: {r}"
+        );
+        served.insert(by);
+    }
+    assert_eq!(
+        served.len(),
+        3,
+        "every replica served the client: {served:?}"
+    );
+
+    // Failing calls, wherever they land, open `flaky`'s breaker for every replica.
+    let flaky = json!({"name": "flaky", "arguments": {"text": "hi"}});
+    let started = Instant::now();
+    loop {
+        let (_, _, _, r) = modern_post(&b, 10, "tools/call", flaky.clone()).await;
+        if llm_code(&r) == "CIRCUIT_OPEN" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the breaker never opened: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut open_on = std::collections::BTreeSet::new();
+    for id in 20..23 {
+        let (_, by, _, r) = modern_post(&b, id, "tools/call", flaky.clone()).await;
+        assert_eq!(llm_code(&r), "CIRCUIT_OPEN", "replica {by}: {r}");
+        open_on.insert(by);
+    }
+    assert_eq!(open_on.len(), 3, "open on every replica: {open_on:?}");
+    let calls: Vec<u64> = replicas
+        .iter()
+        .map(|r| {
+            read_counts(&r.counts.0)["tools"]["flaky"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .collect();
+    assert!(
+        calls.iter().sum::<u64>() <= 4,
+        "the open breaker kept calls away: {calls:?}"
+    );
+
+    // A durable call through the tasks extension: created on one replica, read and cancelled
+    // through the others (one PostgreSQL store).
+    let (status, made_on, _, created) = modern_post(
+        &b,
+        30,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "made modern"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task = created["result"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let mut read_on = std::collections::BTreeSet::new();
+    let started = Instant::now();
+    let done = loop {
+        let (status, by, _, r) = modern_post(&b, 31, "tasks/get", json!({"taskId": task})).await;
+        assert_eq!(status, 200, "{r}");
+        read_on.insert(by);
+        if r["result"]["status"] == "completed" {
+            break r;
+        }
+        assert!(started.elapsed() < ANSWER, "the task never completed: {r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "made modern",
+        "{done}"
+    );
+    // Round-robin: two more reads land on the two other replicas at least once between them.
+    for id in 32..34 {
+        let (_, by, _, r) = modern_post(&b, id, "tasks/get", json!({"taskId": task})).await;
+        assert_eq!(r["result"]["status"], "completed", "{r}");
+        read_on.insert(by);
+    }
+    assert!(
+        read_on.iter().any(|r| *r != made_on),
+        "read through another replica than {made_on}: {read_on:?}"
+    );
+    let (status, cancelled_on, _, ack) =
+        modern_post(&b, 40, "tasks/cancel", json!({"taskId": task})).await;
+    assert_eq!(
+        (status, &ack["result"]["resultType"]),
+        (200, &json!("complete")),
+        "{ack}"
+    );
+    let (_, _, _, after) = modern_post(&b, 41, "tasks/get", json!({"taskId": task})).await;
+    assert_eq!(
+        after["result"]["status"], "completed",
+        "an ended task keeps its status: {after}"
+    );
+    let _ = cancelled_on;
+    drop(b);
+}
+
+#[tokio::test]
+#[ignore = "needs HAProxy, PostgreSQL and Redis: set STEADFAST_TEST_HAPROXY (scripts/haproxy.sh --install), STEADFAST_TEST_POSTGRES_URL, STEADFAST_TEST_REDIS_URL"]
+async fn a_replica_killed_under_modern_load_answers_each_request_once_or_fails_it_clearly() {
+    let env = env();
+    let db = Database::new(&env.postgres, "replicas_modern_kill");
+    let config = config(&env, &db, &unique("replicas-modern-kill"));
+    let (mut replicas, b) = cluster(&env, &config).await;
+    let b = std::sync::Arc::new(b);
+    let slow = json!({"name": "slow", "arguments": {"seconds": 0.5, "steps": 1}});
+    let mut load = tokio::task::JoinSet::new();
+    for id in 0..24 {
+        let (b, slow) = (b.clone(), slow.clone());
+        load.spawn(async move {
+            let body = {
+                let mut params = slow;
+                params["_meta"] = json!({
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                });
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+            };
+            let headers = [
+                ("Content-Type", "application/json"),
+                ("Accept", "application/json"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "slow"),
+            ];
+            exchange("POST", &b.url, &headers, &body.to_string())
+                .await
+                .map(|r| (r.status, r.answer()))
+        });
+    }
+    // Killed while it runs some of the calls.
+    let victim = 1;
+    let slow_calls = |r: &Replica| {
+        read_counts(&r.counts.0)["tools"]["slow"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    while slow_calls(&replicas[victim]) == 0 {
+        assert!(started.elapsed() < ANSWER, "the victim never ran a call");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    replicas[victim].child.start_kill().unwrap();
+    let _ = replicas[victim].child.wait().await;
+    let (mut answered, mut failed) = (0u64, 0u64);
+    while let Some(outcome) = load.join_next().await {
+        match outcome.unwrap() {
+            Ok((200, r)) => {
+                assert_eq!(r["result"]["content"][0]["text"], "slept 0.5s", "{r}");
+                answered += 1;
+            }
+            // The balancer's answer for a backend that died mid-request: retriable.
+            Ok((status, r)) => {
+                assert!((502..=504).contains(&status), "{status}: {r}");
+                failed += 1;
+            }
+            // The connection closed without an answer: the client retries.
+            Err(_) => failed += 1,
+        }
+    }
+    assert!(
+        answered >= 12,
+        "most calls answered: {answered} answered, {failed} failed"
+    );
+    println!("modern load with a replica killed: {answered} answered, {failed} failed");
+    // Exactly once: every answered call ran once; a failed one ran at most once.
+    let ran: u64 = replicas.iter().map(slow_calls).sum();
+    assert!(
+        (answered..=answered + failed).contains(&ran),
+        "{ran} runs for {answered} answers and {failed} failures"
+    );
+    // Once HAProxy's check has marked the replica down, every request is served by the others.
+    let mut streak = 0;
+    let started = Instant::now();
+    while streak < 6 {
+        assert!(
+            started.elapsed() < ANSWER,
+            "the dead replica was never taken out"
+        );
+        let lookup = json!({"name": "lookup", "arguments": {"key": "after"}});
+        let (status, by, _, r) = modern_post(&b, 99, "tools/call", lookup).await;
+        if status == 200 && r["result"]["content"][0]["text"] == "record after" {
+            assert_ne!(by, format!("g{victim}"));
+            streak += 1;
+        } else {
+            streak = 0;
+        }
+    }
+}

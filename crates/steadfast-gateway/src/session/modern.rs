@@ -85,7 +85,7 @@ impl Session {
                 line = work => {
                     if let Some(line) = line {
                         let line = me.filter_list(&method, line); // [auth] the policy's view
-                        let line = era::complete_result(&line).unwrap_or(line);
+                        let line = era::complete_result(&method, &line).unwrap_or(line);
                         me.client.respond(&id, line);
                     }
                 }
@@ -202,6 +202,8 @@ impl Session {
         );
         let mut result = json!({
             "resultType": "complete",
+            "ttlMs": 0,
+            "cacheScope": "private",
             "supportedVersions": era::supported_versions(),
             "capabilities": caps,
             "_meta": {era::SERVER_INFO: info},

@@ -60,6 +60,20 @@ pub(crate) fn advertise(capabilities: &mut serde_json::Map<String, Value>) {
     }
 }
 
+/// Whether a (modern) upstream declared the extension itself: a task id the store does not know
+/// may be its own, created through another replica (task owners are remembered per process).
+pub(crate) fn offered_by(upstream: &crate::upstream::Upstream) -> bool {
+    upstream
+        .init_result()
+        .and_then(|r| serde_json::from_str::<Value>(&r).ok())
+        .is_some_and(|v| {
+            v.get("capabilities")
+                .and_then(|c| c.get("extensions"))
+                .and_then(|e| e.get(EXTENSION))
+                .is_some()
+        })
+}
+
 /// Removes the extension from a request's `_meta` (the call it belongs to is run as a task here,
 /// so the upstream must answer it plainly).
 pub(crate) fn undeclare(meta: &mut serde_json::Map<String, Value>) {

@@ -397,5 +397,6 @@ pub(super) fn upstream_has_tasks(session: &Session, task_id: &str) -> bool {
             .iter()
             .any(|r| r.upstream.has_task(task_id));
     }
-    session.upstream().offers("tasks")
+    let up = session.upstream();
+    up.offers("tasks") || up.has_task(task_id) || super::ext::offered_by(&up)
 }

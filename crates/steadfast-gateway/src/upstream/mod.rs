@@ -8,6 +8,7 @@
 //! without a second map.
 
 mod downstream;
+mod era;
 mod link;
 mod supervisor;
 mod task_owners;
@@ -634,46 +635,6 @@ impl Upstream {
             self.settle(id, Reply::NotSent(why));
         }
         (guard, rx)
-    }
-
-    /// Whether the connection speaks MCP 2026-07-28 (see `supervisor::probe`).
-    pub fn is_modern(&self) -> bool {
-        self.modern.load(Ordering::Relaxed)
-    }
-
-    /// A request's params as this upstream's era wants them: with the per-request envelope
-    /// for a modern server (a handshake-era client's request gets the capabilities the
-    /// gateway initialized with), without it for a handshake-era one. Untouched (no parse)
-    /// when neither applies.
-    fn in_era<'a>(
-        &self,
-        params: Option<std::borrow::Cow<'a, str>>,
-    ) -> Option<std::borrow::Cow<'a, str>> {
-        use crate::wire::era;
-        if self.is_modern() {
-            let mut v: Value = params
-                .as_deref()
-                .and_then(|p| serde_json::from_str(p).ok())
-                .unwrap_or_else(|| Value::Object(Default::default()));
-            let caps = self
-                .init_params
-                .get()
-                .and_then(|p| serde_json::from_str::<Value>(p).ok())
-                .and_then(|p| p.get("capabilities").cloned())
-                .unwrap_or_else(|| Value::Object(Default::default()));
-            era::add_envelope(&mut v, era::LATEST_MODERN, &caps);
-            return Some(v.to_string().into());
-        }
-        if !era::may_be_modern(params.as_deref()) {
-            return params;
-        }
-        match params.as_deref().map(serde_json::from_str::<Value>) {
-            Some(Ok(mut v)) if era::is_modern(&v) => {
-                era::strip_envelope(&mut v);
-                Some(v.to_string().into())
-            }
-            _ => params,
-        }
     }
 
     /// Sends a notification from the client to the server, if connected.

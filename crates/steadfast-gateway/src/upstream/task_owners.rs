@@ -47,7 +47,8 @@ impl TaskOwners {
     }
 }
 
-/// The task id a result creates (`{"task": {"taskId": …}}`), if it is one.
+/// The task id a result creates, if it is one: `{"task": {"taskId": …}}` (MCP 2025-11-25), or
+/// `{"resultType": "task", "taskId": …}` (the 2026-07-28 tasks extension).
 pub(super) fn created_task(result: &str) -> Option<String> {
     // Every result is searched: the searcher is built once, not per result.
     static TASK_ID: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
@@ -56,7 +57,12 @@ pub(super) fn created_task(result: &str) -> Option<String> {
         return None;
     }
     let v: Value = serde_json::from_str(result).ok()?;
-    v.pointer("/task/taskId")?.as_str().map(str::to_owned)
+    let id = match v.pointer("/task/taskId") {
+        Some(id) => id,
+        None if v.get("resultType").and_then(Value::as_str) == Some("task") => v.get("taskId")?,
+        None => return None,
+    };
+    id.as_str().map(str::to_owned)
 }
 
 /// The task a server request's params say it belongs to.
@@ -78,6 +84,12 @@ mod tests {
 
     #[test]
     fn task_ids_are_read_from_creation_results_and_request_meta() {
+        let ext = r#"{"resultType":"task","taskId":"t-9","status":"working"}"#;
+        assert_eq!(created_task(ext).as_deref(), Some("t-9"));
+        assert_eq!(
+            created_task(r#"{"resultType":"complete","taskId":"x"}"#),
+            None
+        );
         let created = r#"{"task":{"taskId":"t-1","status":"working","ttl":60000}}"#;
         assert_eq!(created_task(created).as_deref(), Some("t-1"));
         assert_eq!(created_task(r#"{"content":[],"isError":false}"#), None);

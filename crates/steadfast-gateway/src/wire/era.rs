@@ -111,6 +111,7 @@ impl Refusal {
 
     /// The HTTP status a modern POST refused this way gets (the Python SDK's table:
     /// 404 for an unknown method, 400 for the rest of the ladder).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP front and upstreams
     pub fn http_status(&self) -> u16 {
         http_status(self.code)
     }
@@ -118,6 +119,7 @@ impl Refusal {
 
 /// The HTTP status for a JSON-RPC error code in a modern POST's answer; 200 for codes the
 /// transport assigns none (a tool's or upstream's error is an answer, not a transport fault).
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP front and upstreams
 pub fn http_status(code: i64) -> u16 {
     match code {
         -32700 | -32600 | -32602 => 400,
@@ -242,6 +244,7 @@ pub fn decode_header_value(value: &str) -> Option<String> {
 
 /// A header value for `value`: verbatim when it is printable ASCII without edge spaces, else
 /// the base64 sentinel.
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP front and upstreams
 pub fn encode_header_value(value: &str) -> String {
     let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
         && value.trim() == value
@@ -252,16 +255,41 @@ pub fn encode_header_value(value: &str) -> String {
     format!("=?base64?{}?=", b64_encode(value.as_bytes()))
 }
 
-/// Whether a modern result lacks `resultType` (a handshake-era server's result relayed to a
-/// modern client, which the revision asks servers to mark): the line with
-/// `"resultType":"complete"` added, or `None` when it needs nothing.
-pub fn complete_result(line: &[u8]) -> Option<Vec<u8>> {
-    if memchr_find(line, b"\"resultType\"") {
+/// The methods whose complete results must carry caching hints (`ttlMs`, `cacheScope`).
+pub const CACHEABLE: [&str; 6] = [
+    DISCOVER,
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// A result for a modern client, from a line that may come from a handshake-era server (or
+/// the gateway's own gathering): `"resultType":"complete"` added when missing (servers of the
+/// revision must mark results), and for a cacheable method the caching hints the revision
+/// requires, when missing: `ttlMs: 0` (stale at once — the gateway cannot promise freshness
+/// for a server that gave none) and `cacheScope: "private"` (what the gateway lists may depend
+/// on its policy). `None` when the line needs nothing.
+pub fn complete_result(method: &str, line: &[u8]) -> Option<Vec<u8>> {
+    let cacheable = CACHEABLE.contains(&method);
+    let marked = memchr_find(line, b"\"resultType\"");
+    let hinted =
+        !cacheable || (memchr_find(line, b"\"ttlMs\"") && memchr_find(line, b"\"cacheScope\""));
+    if marked && hinted {
         return None;
     }
     let mut v: Value = serde_json::from_slice(line).ok()?;
     let result = v.get_mut("result")?.as_object_mut()?;
-    result.insert("resultType".into(), Value::String("complete".into()));
+    result
+        .entry("resultType")
+        .or_insert_with(|| Value::String("complete".into()));
+    if cacheable && result.get("resultType").and_then(Value::as_str) == Some("complete") {
+        result.entry("ttlMs").or_insert_with(|| json!(0));
+        result
+            .entry("cacheScope")
+            .or_insert_with(|| Value::String("private".into()));
+    }
     let mut out = serde_json::to_vec(&v).ok()?;
     if line.ends_with(b"\n") {
         out.push(b'\n');
@@ -502,16 +530,24 @@ mod tests {
     #[test]
     fn results_are_marked_complete_and_envelopes_translated() {
         let line = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#;
-        let out: Value = serde_json::from_slice(&complete_result(line).unwrap()).unwrap();
+        let out: Value =
+            serde_json::from_slice(&complete_result("tools/list", line).unwrap()).unwrap();
         assert_eq!(out["result"]["resultType"], "complete");
+        assert_eq!(out["result"]["ttlMs"], 0);
+        assert_eq!(out["result"]["cacheScope"], "private");
+        let call = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+        let out: Value =
+            serde_json::from_slice(&complete_result("tools/call", call).unwrap()).unwrap();
         assert!(
-            complete_result(br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#)
-                .is_none()
+            out["result"].get("ttlMs").is_none(),
+            "not a cacheable method"
         );
-        assert!(
-            complete_result(br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#)
-                .is_none()
-        );
+        let task = br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#;
+        assert!(complete_result("tools/call", task).is_none());
+        let error = br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#;
+        assert!(complete_result("tools/list", error).is_none());
+        let hinted = br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","ttlMs":5,"cacheScope":"public","tools":[]}}"#;
+        assert!(complete_result("tools/list", hinted).is_none());
 
         let mut p = modern("tools/call", json!({"name": "echo"}));
         p["_meta"]["progressToken"] = json!(7);

@@ -1,0 +1,356 @@
+//! The Python MCP SDK 2.x (mcp 2.3.0, both eras) through the gateway, as users run it: its
+//! client in the default `auto` mode (probe with `server/discover`, fall back to `initialize`)
+//! and in modern-only mode (`2026-07-28`, no probe), over stdio and HTTP, to a modern-only
+//! Python SDK server (`support/modern_server.py`: `initialize` refused) and to
+//! `@modelcontextprotocol/server-everything` (npm); and the reverse direction, a handshake-era
+//! client (the Python SDK 1.30) to the modern-only server. Ignored unless
+//! `STEADFAST_TEST_MCP2_PYTHON` names the 2.x interpreter (`scripts/modern-sdk.sh --install`,
+//! which also installs server-everything into `target/modern-sdk/`).
+
+#[path = "support/temp.rs"]
+mod temp;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use temp::Temp;
+use tokio::io::AsyncBufReadExt;
+
+const BOUND: Duration = Duration::from_secs(120);
+const MODERN: &str = "2026-07-28";
+
+fn support(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/support")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn python2() -> String {
+    std::env::var("STEADFAST_TEST_MCP2_PYTHON").expect(
+        "set STEADFAST_TEST_MCP2_PYTHON to a python with mcp==2.3.0 (scripts/modern-sdk.sh)",
+    )
+}
+
+fn everything() -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/modern-sdk/node_modules/.bin/mcp-server-everything");
+    assert!(
+        p.exists(),
+        "server-everything is installed by scripts/modern-sdk.sh --install"
+    );
+    p.display().to_string()
+}
+
+/// The upstream command lines the tests put behind the gateway.
+fn modern_server() -> Vec<String> {
+    vec![python2(), support("modern_server.py")]
+}
+
+fn config() -> Temp {
+    let c = Temp::new("modern-sdk-config");
+    std::fs::write(
+        &c.0,
+        "[proxy]\ninit_timeout = \"20s\"\nreconnect_wait = \"10s\"\n",
+    )
+    .unwrap();
+    c
+}
+
+/// Runs a client script; the JSON line it printed.
+async fn client(python: &str, script: &str, args: &[String]) -> Value {
+    let out = tokio::time::timeout(
+        BOUND,
+        tokio::process::Command::new(python)
+            .arg(support(script))
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes")
+    .expect("the client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}"))
+}
+
+/// `-- steadfast proxy --config C -- UPSTREAM…` for a stdio client.
+fn through_stdio(config: &Temp, upstream: &[String]) -> Vec<String> {
+    let mut a = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "proxy".to_owned(),
+        "--config".to_owned(),
+        config.path().to_owned(),
+        "--".to_owned(),
+    ];
+    a.extend(upstream.iter().cloned());
+    a
+}
+
+/// The gateway on HTTP in front of `upstream`: (the child, its URL).
+async fn http_gateway(config: &Temp, upstream: &[String]) -> (tokio::process::Child, String) {
+    let (child, url, _) = http_gateway_logged(config, upstream).await;
+    (child, url)
+}
+
+/// [`http_gateway`], with the gateway's log lines as they come (an empty `upstream`: the
+/// config's `[upstream]`).
+async fn http_gateway_logged(
+    config: &Temp,
+    upstream: &[String],
+) -> (tokio::process::Child, String, Arc<Mutex<Vec<String>>>) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        config.path(),
+    ]);
+    if !upstream.is_empty() {
+        cmd.arg("--").args(upstream);
+    }
+    let mut child = cmd
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(BOUND, async {
+        while let Ok(Some(line)) = err.next_line().await {
+            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
+                return u.to_owned();
+            }
+        }
+        panic!("the gateway never said where it listens");
+    })
+    .await
+    .unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let sink = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = err.next_line().await {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    (child, url, log)
+}
+
+fn assert_echo(out: &Value, text: &str) {
+    assert_eq!(out["echo"][0].as_str(), Some(text), "{out}");
+}
+
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_client_auto_and_modern_over_stdio_to_a_modern_only_server() {
+    let c = config();
+    let auto = client(
+        &python2(),
+        "modern_client.py",
+        &[
+            ["auto".to_owned()].as_slice(),
+            &through_stdio(&c, &modern_server()),
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(
+        auto["protocol_version"], MODERN,
+        "the probe found the gateway modern: {auto}"
+    );
+    assert_eq!(auto["server_name"], "modern-only-python", "{auto}");
+    assert_eq!(auto["tools_capability"], true, "{auto}");
+    assert_echo(&auto, "through steadfast");
+    assert_eq!(
+        auto["era"], MODERN,
+        "the upstream served it in its era: {auto}"
+    );
+    let modern = client(
+        &python2(),
+        "modern_client.py",
+        &[
+            [MODERN.to_owned()].as_slice(),
+            &through_stdio(&c, &modern_server()),
+        ]
+        .concat(),
+    )
+    .await;
+    assert_eq!(modern["protocol_version"], MODERN, "{modern}");
+    assert_echo(&modern, "through steadfast");
+    assert_eq!(modern["era"], MODERN, "{modern}");
+}
+
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_client_auto_and_modern_over_http_to_a_modern_only_server() {
+    let c = config();
+    let (_gw, url) = http_gateway(&c, &modern_server()).await;
+    for mode in ["auto", MODERN] {
+        let out = client(
+            &python2(),
+            "modern_client.py",
+            &[mode.to_owned(), url.clone()],
+        )
+        .await;
+        assert_eq!(out["protocol_version"], MODERN, "{mode}: {out}");
+        assert_echo(&out, "through steadfast");
+        assert_eq!(out["era"], MODERN, "{mode}: {out}");
+    }
+    // The same gateway serves a 2.x client pinned to the handshake era, on a session.
+    let legacy = client(
+        &python2(),
+        "modern_client.py",
+        &["legacy".to_owned(), url.clone()],
+    )
+    .await;
+    assert_eq!(legacy["protocol_version"], "2025-11-25", "{legacy}");
+    assert_eq!(
+        legacy["era"], MODERN,
+        "the upstream is still spoken to in its era: {legacy}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_client_auto_and_modern_to_server_everything() {
+    let c = config();
+    let upstream = vec![everything(), "stdio".to_owned()];
+    for mode in ["auto", MODERN] {
+        let out = client(
+            &python2(),
+            "modern_client.py",
+            &[[mode.to_owned()].as_slice(), &through_stdio(&c, &upstream)].concat(),
+        )
+        .await;
+        assert_eq!(out["protocol_version"], MODERN, "{mode}: {out}");
+        assert!(out["tools"].as_array().unwrap().len() > 5, "{mode}: {out}");
+        let echoed = out["echo"][0].as_str().unwrap_or_default();
+        assert!(echoed.contains("through steadfast"), "{mode}: {out}");
+        assert_eq!(out["echo_is_error"], false, "{mode}: {out}");
+    }
+    let (_gw, url) = http_gateway(&c, &upstream).await;
+    for mode in ["auto", MODERN] {
+        let out = client(
+            &python2(),
+            "modern_client.py",
+            &[mode.to_owned(), url.clone()],
+        )
+        .await;
+        assert_eq!(out["protocol_version"], MODERN, "http {mode}: {out}");
+        assert!(
+            out["echo"][0]
+                .as_str()
+                .unwrap_or_default()
+                .contains("through steadfast"),
+            "{out}"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 1.30 (STEADFAST_TEST_MCP_PYTHON) and 2.x (STEADFAST_TEST_MCP2_PYTHON)"]
+async fn handshake_era_client_to_a_modern_only_server() {
+    let legacy_python = std::env::var("STEADFAST_TEST_MCP_PYTHON").expect(
+        "set STEADFAST_TEST_MCP_PYTHON to a python with mcp==1.30.0 (scripts/tasks-sdk.sh)",
+    );
+    let c = config();
+    let out = client(
+        &legacy_python,
+        "legacy_client.py",
+        &through_stdio(&c, &modern_server()),
+    )
+    .await;
+    assert!(
+        out["protocol_version"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("2025-"),
+        "{out}"
+    );
+    assert_eq!(out["server_name"], "modern-only-python", "{out}");
+    assert_eq!(out["echo"][0], "from 2025", "{out}");
+    assert_eq!(out["era"], MODERN, "{out}");
+    let (_gw, url) = http_gateway(&c, &modern_server()).await;
+    let out = client(&legacy_python, "legacy_client.py", &[url]).await;
+    assert_eq!(out["echo"][0], "from 2025", "http: {out}");
+    assert_eq!(out["era"], MODERN, "http: {out}");
+}
+
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_client_to_rmcps_example_server_on_stdio_and_http() {
+    let c = config();
+    let upstream = vec![
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "example-server".to_owned(),
+    ];
+    for mode in ["auto", MODERN] {
+        let out = client(
+            &python2(),
+            "modern_client.py",
+            &[[mode.to_owned()].as_slice(), &through_stdio(&c, &upstream)].concat(),
+        )
+        .await;
+        assert_eq!(out["protocol_version"], MODERN, "{mode}: {out}");
+        let echoed = out["echo"][0].as_str().unwrap_or_default();
+        assert!(echoed.contains("through steadfast"), "{mode}: {out}");
+    }
+    // rmcp 3.11 over streamable HTTP as the upstream: probed, found modern, spoken to
+    // without a session.
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"))
+        .args(["example-server", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(BOUND, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let upstream_url = first.strip_prefix("listening on ").unwrap().to_owned();
+    let c = Temp::new("modern-sdk-url-config");
+    std::fs::write(
+        &c.0,
+        format!("[proxy]\ninit_timeout = \"20s\"\n[upstream]\nurl = \"{upstream_url}\"\n"),
+    )
+    .unwrap();
+    let (_gw, url, log) = http_gateway_logged(&c, &[]).await;
+    for mode in ["auto", MODERN, "legacy"] {
+        let out = client(
+            &python2(),
+            "modern_client.py",
+            &[mode.to_owned(), url.clone()],
+        )
+        .await;
+        let echoed = out["echo"][0].as_str().unwrap_or_default();
+        assert!(echoed.contains("through steadfast"), "http {mode}: {out}");
+    }
+    let modern_upstream = log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("speaks MCP 2026-07-28"));
+    assert!(
+        modern_upstream,
+        "the gateway found rmcp 3.11 modern: {:?}",
+        log.lock().unwrap()
+    );
+}

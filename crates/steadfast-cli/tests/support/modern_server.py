@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""A modern-only MCP server (MCP 2026-07-28) on stdio, built with the Python SDK 2.x.
+
+The SDK's stdio server is dual-era (the client's first request locks the connection's era);
+this one serves the modern per-request loop only (`_serve_modern_stream`, what the dual-era
+loop uses once a connection opened modern), so `initialize` is refused with -32022 and a
+request without the `_meta` envelope is refused too: a gateway that does not speak the new
+revision cannot use it at all. Tools: `echo` (its text), `era` (the protocol version the
+request was served at), `slow` (sleeps, then answers).
+"""
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.runner import _serve_modern_stream
+from mcp.server.stdio import stdio_server
+
+mcp = MCPServer("modern-only-python", instructions="A modern-only test server.")
+
+
+@mcp.tool()
+async def echo(text: str) -> str:
+    """Returns its text."""
+    return text
+
+
+@mcp.tool()
+async def era(ctx: Context) -> str:
+    """The protocol version this request was served at."""
+    return str(ctx.request_context.protocol_version)
+
+
+async def main() -> None:
+    low = mcp._lowlevel_server
+    async with stdio_server() as (read_stream, write_stream):
+        async with low.lifespan(low) as state:
+            await _serve_modern_stream(low, read_stream, write_stream, lifespan_state=state, raise_exceptions=False)
+
+
+if __name__ == "__main__":
+    anyio.run(main)
