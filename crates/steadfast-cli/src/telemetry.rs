@@ -87,6 +87,7 @@ fn otel_layer(
     use opentelemetry_otlp::{Protocol, WithExportConfig};
     use opentelemetry_sdk::trace::Sampler;
     use tracing_subscriber::Layer;
+    steadfast_gateway::install_crypto_provider(); // the exporter's reqwest client needs one
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)

@@ -1,11 +1,14 @@
 //! The TypeScript MCP SDK's client (`@modelcontextprotocol/client` 2.x) through the gateway, as
 //! users run it: over stdio (the SDK spawns `steadfast proxy`) and over streamable HTTP, in its
-//! handshake-era mode and its negotiating (`auto`) mode, to the handshake-era npm
-//! `@modelcontextprotocol/server-everything`. What the client sees through the gateway is
-//! compared with what it sees talking to the server directly.
+//! three modes — handshake era (`legacy`), negotiating (`auto`: probes with `server/discover`,
+//! falls back to `initialize`) and pinned to MCP 2026-07-28 (`modern`, no fallback) — to the
+//! handshake-era npm `@modelcontextprotocol/server-everything` (the gateway translates between
+//! the eras) and to a modern-only Python SDK 2.x server. What the client sees through the
+//! gateway is compared with what it sees talking to the server directly.
 //!
 //! Needs node and the packages installed by `scripts/ts-sdk.sh --install`, whose output
-//! `STEADFAST_TEST_TS_SDK` names (CI sets it); ignored otherwise.
+//! `STEADFAST_TEST_TS_SDK` names (CI sets it); the modern-only server also needs
+//! `STEADFAST_TEST_MCP2_PYTHON` (`scripts/modern-sdk.sh --install`). Ignored otherwise.
 
 #[path = "support/gateway.rs"]
 mod gateway;
@@ -85,7 +88,23 @@ fn assert_same_server(direct: &Value, proxied: &Value) {
     assert!(proxied["call"].get("isError").is_none_or(|e| e == false));
 }
 
+/// The client's modes (see support/ts-sdk/client.mjs).
+const MODES: [&str; 3] = ["legacy", "auto", "modern"];
+
+/// The era the client ended up in through the gateway, which speaks both: a negotiating
+/// client gets the current revision even when the server behind is handshake-era.
+fn assert_era(mode: &str, proxied: &Value) {
+    let (era, version) = match mode {
+        "legacy" => ("legacy", "2025-11-25"),
+        _ => ("modern", "2026-07-28"),
+    };
+    assert_eq!(proxied["era"], era, "{mode}: {proxied}");
+    assert_eq!(proxied["version"], version, "{mode}: {proxied}");
+}
+
 async fn direct(mode: &str) -> Value {
+    // server-everything is handshake-era: asked directly, a modern-only client cannot use it.
+    let mode = if mode == "modern" { "auto" } else { mode };
     let d = client(json!({
         "mode": mode,
         "stdio": {"command": server_everything(), "args": []},
@@ -100,7 +119,7 @@ async fn direct(mode: &str) -> Value {
 #[tokio::test]
 #[ignore = "needs node and STEADFAST_TEST_TS_SDK (scripts/ts-sdk.sh --install)"]
 async fn the_ts_sdk_client_reaches_server_everything_through_the_stdio_front() {
-    for mode in ["legacy", "auto"] {
+    for mode in MODES {
         let direct = direct(mode).await;
         let proxied = client(json!({
             "mode": mode,
@@ -109,10 +128,7 @@ async fn the_ts_sdk_client_reaches_server_everything_through_the_stdio_front() {
         }))
         .await;
         assert_same_server(&direct, &proxied);
-        if mode == "legacy" {
-            assert_eq!(proxied["era"], "legacy", "{proxied}");
-            assert_eq!(proxied["version"], direct["version"], "{proxied}");
-        }
+        assert_era(mode, &proxied);
     }
 }
 
@@ -125,7 +141,7 @@ async fn the_ts_sdk_client_reaches_server_everything_through_the_http_front() {
         &[("TS_SDK_TOKEN", token)],
     )
     .await;
-    for mode in ["legacy", "auto"] {
+    for mode in MODES {
         let direct = direct(mode).await;
         let proxied = client(json!({
             "mode": mode,
@@ -134,8 +150,57 @@ async fn the_ts_sdk_client_reaches_server_everything_through_the_http_front() {
         }))
         .await;
         assert_same_server(&direct, &proxied);
+        assert_era(mode, &proxied);
     }
     // Without the token the SDK's connect fails, and says so.
     let refused = client(json!({"mode": "legacy", "http": {"url": front.url}})).await;
     assert!(refused["error"].is_string(), "{refused}");
+}
+
+fn modern_only_server() -> Option<Vec<String>> {
+    let python = std::env::var("STEADFAST_TEST_MCP2_PYTHON").ok()?;
+    let script = format!(
+        "{}/tests/support/modern_server.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    Some(vec![python, script])
+}
+
+#[tokio::test]
+#[ignore = "needs node, STEADFAST_TEST_TS_SDK (scripts/ts-sdk.sh) and STEADFAST_TEST_MCP2_PYTHON (scripts/modern-sdk.sh)"]
+async fn the_ts_sdk_client_reaches_a_modern_only_python_server_in_every_mode() {
+    let server = modern_only_server().expect("STEADFAST_TEST_MCP2_PYTHON");
+    let call = json!({"name": "echo", "arguments": {"text": "through steadfast"}});
+    // Directly, only a client that speaks the current revision can use this server.
+    let direct = client(json!({
+        "mode": "modern",
+        "stdio": {"command": server[0], "args": [server[1]]},
+        "call": call,
+    }))
+    .await;
+    assert!(direct.get("error").is_none(), "direct: {direct}");
+    let legacy_direct = client(json!({
+        "mode": "legacy",
+        "stdio": {"command": server[0], "args": [server[1]]},
+    }))
+    .await;
+    assert!(legacy_direct["error"].is_string(), "{legacy_direct}");
+    // Through the gateway every mode works: a handshake-era client included.
+    let mut args = vec!["proxy".to_owned(), "--".to_owned()];
+    args.extend(server.iter().cloned());
+    for mode in MODES {
+        let proxied = client(json!({
+            "mode": mode,
+            "stdio": {"command": BIN, "args": args},
+            "call": call,
+        }))
+        .await;
+        assert!(proxied.get("error").is_none(), "{mode}: {proxied}");
+        assert_eq!(proxied["tools"], direct["tools"], "{mode}: {proxied}");
+        assert_eq!(
+            proxied["call"]["content"][0]["text"], "through steadfast",
+            "{mode}: {proxied}"
+        );
+        assert_era(mode, &proxied);
+    }
 }

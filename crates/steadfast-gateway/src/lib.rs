@@ -36,3 +36,12 @@ pub use front::http::{HttpOptions, serve_http};
 pub use front::stdio::{Exit, Reload, serve_stdio, serve_stdio_with};
 pub use route::router::{Router, UpstreamSet};
 pub use upstream::{DEPTH_VAR, MAX_DEPTH, check_depth};
+
+/// Installs rustls's ring crypto provider as the process default unless one is installed.
+/// With the `https` feature reqwest is built without a provider of its own, and every HTTP
+/// client built in the process (the gateway's upstream clients, an OTLP exporter's) panics
+/// without one; a no-op without the feature.
+pub fn install_crypto_provider() {
+    #[cfg(feature = "https")]
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

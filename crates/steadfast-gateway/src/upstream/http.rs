@@ -52,8 +52,7 @@ pub(super) fn open(up: &Arc<Upstream>, generation: u64) -> Result<Arc<Link>, Str
             .map_err(|_| format!("upstream header `{k}` has a value that is not valid"))?;
         map.insert(name, value);
     }
-    #[cfg(feature = "https")]
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::install_crypto_provider();
     let bound = up.settings.request_timeout;
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10).min(bound))
