@@ -136,13 +136,27 @@ impl Provider {
     }
 }
 
-/// The fake upstream over streamable HTTP, counting what it sees in `counts`.
-async fn http_upstream(counts: &temp::Temp) -> (Child, String) {
+/// The fake upstream over streamable HTTP, counting what it sees in `counts`; it also lists
+/// two prompts and three resources (from a lists file, removed with the returned `Temp`).
+async fn http_upstream(counts: &temp::Temp) -> (Child, String, temp::Temp) {
+    let lists = temp::Temp::new("auth-lists");
+    std::fs::write(
+        &lists.0,
+        json!({"prompts": ["greet", "secret_prompt"], "resources": ["file:///docs/a.md", "file:///docs/b.md", "file:///etc/passwd"]}).to_string(),
+    )
+    .unwrap();
     let mut server = Command::new("python3")
         .args(
-            fake_upstream_command(&["--http", "0", "--count-file", counts.path()])
-                .iter()
-                .skip(1),
+            fake_upstream_command(&[
+                "--http",
+                "0",
+                "--count-file",
+                counts.path(),
+                "--lists-file",
+                lists.path(),
+            ])
+            .iter()
+            .skip(1),
         )
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -155,7 +169,7 @@ async fn http_upstream(counts: &temp::Temp) -> (Child, String) {
         .unwrap()
         .unwrap()
         .unwrap();
-    (server, url.trim().to_owned())
+    (server, url.trim().to_owned(), lists)
 }
 
 /// A gateway process: its URL and its stderr so far.
@@ -227,7 +241,8 @@ fn auth_config(issuer: &str, extra: &str, upstream: &str) -> String {
         "[upstream]\nurl = \"{upstream}\"\n\n[auth]\nissuer = \"{issuer}\"\nresource = \"{RESOURCE}\"\n\
          scopes_supported = [\"tools:read\", \"tools:write\"]\njwks_refresh_interval = \"0s\"\n\
          fetch_timeout = \"1s\"\n{extra}\n\
-         [access.\"tools:read\"]\ntools = [\"echo\", \"lookup\"]\n\n\
+         [access.\"tools:read\"]\ntools = [\"echo\", \"lookup\"]\nprompts = [\"greet\"]\n\
+         resources = [\"file:///docs/*\"]\n\n\
          [access.\"tools:write\"]\ntools = [\"echo\", \"lookup\", \"charge\"]\n"
     )
 }
@@ -374,7 +389,7 @@ async fn tokens_scopes_and_policy_at_the_http_front() {
     let _ = IGNORE;
     let p = Provider::start().await;
     let counts = temp::Temp::new("auth-counts");
-    let (_up, up_url) = http_upstream(&counts).await;
+    let (_up, up_url, _lists) = http_upstream(&counts).await;
     let g = gateway(&auth_config(&p.issuer, "", &up_url), "127.0.0.1:0").await;
 
     // Protected Resource Metadata, at the path-suffixed URL and the bare one.
@@ -409,6 +424,57 @@ async fn tokens_scopes_and_policy_at_the_http_front() {
     let reader = p.token("tools:read", RESOURCE).await;
     let sid = g.initialize(&reader).await;
     assert_eq!(g.tools(&reader, &sid).await, ["echo", "lookup"]);
+    // Prompts and resources too: lists filtered, the others refused by name.
+    let list = |method: &str, key: &str, field: &str, r: &Reply| -> Vec<String> {
+        r.answer()["result"][key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{method}: {}", r.body))
+            .iter()
+            .map(|e| e[field].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let rpc = |method: &str, params: Value| json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
+    let r = g
+        .post(Some(&reader), Some(&sid), &rpc("prompts/list", json!({})))
+        .await;
+    assert_eq!(list("prompts/list", "prompts", "name", &r), ["greet"]);
+    let r = g
+        .post(Some(&reader), Some(&sid), &rpc("resources/list", json!({})))
+        .await;
+    assert_eq!(
+        list("resources/list", "resources", "uri", &r),
+        ["file:///docs/a.md", "file:///docs/b.md"]
+    );
+    let r = g
+        .post(
+            Some(&reader),
+            Some(&sid),
+            &rpc("prompts/get", json!({"name": "secret_prompt"})),
+        )
+        .await;
+    assert_eq!(r.answer()["error"]["code"], -32010, "{}", r.body);
+    assert!(r.body.contains("secret_prompt"), "{}", r.body);
+    let r = g
+        .post(
+            Some(&reader),
+            Some(&sid),
+            &rpc("resources/read", json!({"uri": "file:///etc/passwd"})),
+        )
+        .await;
+    assert_eq!(r.answer()["error"]["code"], -32010, "{}", r.body);
+    let r = g
+        .post(
+            Some(&reader),
+            Some(&sid),
+            &rpc("resources/read", json!({"uri": "file:///docs/a.md"})),
+        )
+        .await;
+    assert_eq!(
+        r.answer()["result"]["contents"][0]["text"],
+        "content of file:///docs/a.md",
+        "{}",
+        r.body
+    );
     let ok = g.call(&reader, &sid, "echo").await;
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert_eq!(
@@ -500,7 +566,7 @@ async fn tokens_scopes_and_policy_at_the_http_front() {
 async fn expired_tokens_other_issuers_and_a_wrong_jwks_url_are_refused() {
     let p = Provider::start().await;
     let counts = temp::Temp::new("auth-counts");
-    let (_up, up_url) = http_upstream(&counts).await;
+    let (_up, up_url, _lists) = http_upstream(&counts).await;
     let g = gateway(
         &auth_config(&p.issuer, "leeway = \"0s\"\n", &up_url),
         "127.0.0.1:0",
@@ -578,7 +644,7 @@ async fn expired_tokens_other_issuers_and_a_wrong_jwks_url_are_refused() {
 async fn rotated_keys_and_a_hanging_jwks_endpoint() {
     let p = Provider::start().await;
     let counts = temp::Temp::new("auth-counts");
-    let (_up, up_url) = http_upstream(&counts).await;
+    let (_up, up_url, _lists) = http_upstream(&counts).await;
     let g = gateway(&auth_config(&p.issuer, "", &up_url), "127.0.0.1:0").await;
     let kid = |t: &str| b64json(t.split('.').next().unwrap())["kid"].clone();
 
@@ -647,7 +713,7 @@ async fn the_python_sdks_oauth_client_lists_and_calls_through_the_gateway() {
     };
     let p = Provider::start().await;
     let counts = temp::Temp::new("auth-counts");
-    let (_up, up_url) = http_upstream(&counts).await;
+    let (_up, up_url, _lists) = http_upstream(&counts).await;
     let port = free_port();
     let own = format!("http://127.0.0.1:{port}/mcp");
     // The resource is the gateway's own URL (the SDK checks the metadata's resource against it);
@@ -701,7 +767,7 @@ async fn per_subject_call_limits_hold_across_two_gateways_sharing_redis() {
     };
     let p = Provider::start().await;
     let counts = temp::Temp::new("auth-counts");
-    let (_up, up_url) = http_upstream(&counts).await;
+    let (_up, up_url, _lists) = http_upstream(&counts).await;
     let prefix = format!(
         "auth-test-{}-{}",
         std::process::id(),
@@ -768,7 +834,7 @@ async fn per_subject_call_limits_hold_across_two_gateways_sharing_redis() {
 async fn an_http_upstream_gets_the_gateways_own_token() {
     let p = Provider::start().await;
     let counts = temp::Temp::new("auth-counts");
-    let (_up, up_url) = http_upstream(&counts).await;
+    let (_up, up_url, _lists) = http_upstream(&counts).await;
     let upstream_resource = "https://upstream.test/mcp";
     let config = auth_config(&p.issuer, "", &up_url).replace(
         &format!("url = \"{up_url}\"\n"),
@@ -804,4 +870,43 @@ async fn an_http_upstream_gets_the_gateways_own_token() {
     assert_eq!(claims["client_id"], "gateway", "{claims}");
     let log = g.log.lock().unwrap().join("\n");
     assert!(!log.contains(&p.secret) && !log.contains(upstream_token) && !log.contains(&client));
+}
+
+// Opaque tokens are introspected (RFC 7662) with the gateway's own client credentials; a token the
+// server does not know is inactive, refused as `invalid_token`.
+#[tokio::test]
+#[ignore = "needs oidc-provider: set STEADFAST_TEST_OIDC (scripts/oidc-provider.sh --install)"]
+async fn opaque_tokens_are_introspected() {
+    let p = Provider::start().await;
+    let counts = temp::Temp::new("auth-counts");
+    let (_up, up_url, _lists) = http_upstream(&counts).await;
+    // provider.mjs issues opaque tokens for resources under https://opaque.test/.
+    let resource = "https://opaque.test/mcp";
+    let config = auth_config(
+        &p.issuer,
+        &format!(
+            "introspection = {{ endpoint = \"{}/token/introspection\", client_id = \"gateway\", \
+             client_secret_env = \"INTROSPECTION_SECRET\" }}\n",
+            p.issuer
+        ),
+        &up_url,
+    )
+    .replace(RESOURCE, resource);
+    let g = gateway_env(
+        &config,
+        "127.0.0.1:0",
+        &[("INTROSPECTION_SECRET", &p.secret)],
+    )
+    .await;
+    let opaque = p.token("tools:read", resource).await;
+    assert_eq!(opaque.matches('.').count(), 0, "an opaque token: {opaque}");
+    let sid = g.initialize(&opaque).await;
+    assert_eq!(g.tools(&opaque, &sid).await, ["echo", "lookup"]);
+    let r = g
+        .post(Some("made-up-opaque-token"), None, &init_body())
+        .await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    g.wait_log(&["a token was refused", "inactive"]).await;
+    let log = g.log.lock().unwrap().join("\n");
+    assert!(!log.contains(&p.secret) && !log.contains(&opaque));
 }

@@ -37,6 +37,9 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// The well-known path's prefix (RFC 9728 §3).
 const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
 
+/// Verified tokens by SHA-256: the identity and until when (seconds since the epoch).
+type TokenCache = HashMap<[u8; 32], (Arc<Identity>, u64)>;
+
 /// The resource server: token checks, the metadata document, the access policy.
 pub(crate) struct Auth {
     validator: JwtValidator,
@@ -48,7 +51,7 @@ pub(crate) struct Auth {
     /// Its path-suffixed path (RFC 9728 §3.1); the bare path is served too.
     metadata_path: String,
     policy: Option<Arc<AccessPolicy>>,
-    cache: Mutex<HashMap<[u8; 32], (Arc<Identity>, u64)>>,
+    cache: Mutex<TokenCache>,
     cache_size: usize,
     cache_ttl: Duration,
 }
