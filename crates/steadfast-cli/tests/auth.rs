@@ -187,18 +187,25 @@ async fn gateway(config: &str, listen: &str) -> Gateway {
 
 /// [`gateway`] with more environment variables.
 async fn gateway_env(config: &str, listen: &str, env: &[(&str, &str)]) -> Gateway {
+    spawn_gateway(config, listen, env, true).await
+}
+
+/// A gateway, with the static token [`STATIC`] or without any.
+async fn spawn_gateway(
+    config: &str,
+    listen: &str,
+    env: &[(&str, &str)],
+    static_token: bool,
+) -> Gateway {
     let file = temp::Temp::new("auth-gw");
     std::fs::write(&file.0, config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_steadfast"))
-        .args([
-            "-v",
-            "proxy",
-            "--listen",
-            listen,
-            "--token-env",
-            "FRONT_TOKEN",
-            "--config",
-        ])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args(["-v", "proxy", "--listen", listen]);
+    if static_token {
+        cmd.args(["--token-env", "FRONT_TOKEN"]);
+    }
+    let mut child = cmd
+        .arg("--config")
         .arg(&file.0)
         .env("FRONT_TOKEN", STATIC)
         .envs(env.iter().copied())
@@ -610,6 +617,19 @@ async fn expired_tokens_other_issuers_and_a_wrong_jwks_url_are_refused() {
     .await;
     let token = p.token("tools:read", RESOURCE).await;
     other.assert_refused(&token, "wrong issuer").await;
+
+    // Without a static token, [auth] alone may listen beyond loopback; /metrics stays closed.
+    let open = spawn_gateway(
+        &auth_config(&p.issuer, "", &up_url),
+        "0.0.0.0:0",
+        &[],
+        false,
+    )
+    .await;
+    let token = p.token("tools:read", RESOURCE).await;
+    open.initialize(&token).await;
+    assert_eq!(open.get("/metrics", None).await.status, 401);
+    assert_eq!(open.get("/metrics", Some(&token)).await.status, 401);
 
     // A wrong JWKS URL: the gateway does not start, and says why.
     let file = temp::Temp::new("auth-bad");

@@ -113,7 +113,7 @@ impl Session {
     /// What call limits count by: the token's subject (so a user's limit holds across their
     /// sessions and, with `[state]`, across replicas), else the session.
     pub(crate) fn limit_key(&self) -> String {
-        match self.identity() {
+        match self.identity().filter(|i| !i.sub.is_empty()) {
             Some(i) => format!("sub:{}", i.sub),
             None => self.id.clone(),
         }
