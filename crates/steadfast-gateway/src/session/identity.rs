@@ -3,7 +3,8 @@
 //!
 //! The front checks the token; the session only applies the verdicts: lists (`tools/list`,
 //! `prompts/list`, `resources/list`, `resources/templates/list`) are filtered, a forbidden
-//! `tools/call`, `prompts/get` or `resources/read` is refused with an error naming it, and call
+//! `tools/call`, `prompts/get`, `resources/read` or `resources/subscribe` is refused with an
+//! error naming it, and call
 //! limits count per token subject rather than per session. A session without an identity (stdio,
 //! static tokens) sees everything, as before.
 
@@ -73,7 +74,7 @@ fn gated(method: &str) -> Option<(Item, &'static str)> {
     match method {
         "tools/call" => Some((Item::Tool, "name")),
         "prompts/get" => Some((Item::Prompt, "name")),
-        "resources/read" => Some((Item::Resource, "uri")),
+        "resources/read" | "resources/subscribe" => Some((Item::Resource, "uri")),
         _ => None,
     }
 }
