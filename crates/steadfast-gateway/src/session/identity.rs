@@ -4,9 +4,8 @@
 //! The front checks the token; the session only applies the verdicts: lists (`tools/list`,
 //! `prompts/list`, `resources/list`, `resources/templates/list`) are filtered, a forbidden
 //! `tools/call`, `prompts/get`, `resources/read` or `resources/subscribe` is refused with an
-//! error naming it, and call
-//! limits count per token subject rather than per session. A session without an identity (stdio,
-//! static tokens) sees everything, as before.
+//! error naming it, and call limits count per token subject rather than per session. A session
+//! without an identity (stdio, static tokens) sees everything, as before.
 
 use std::sync::Arc;
 
