@@ -205,6 +205,18 @@ async fn tokens_scopes_and_policy_at_the_http_front() {
     );
     g.assert_refused(&tampered, "bad signature").await;
     g.assert_refused("not-a-token", "malformed").await;
+    // Each refusal is counted by its check, for dashboards.
+    let metrics = g.get("/metrics", Some(STATIC)).await.body;
+    for (check, n) in [
+        ("no_token", 1),
+        ("wrong_audience", 1),
+        ("algorithm_not_allowed", 2),
+        ("bad_signature", 1),
+        ("malformed", 1),
+    ] {
+        let line = format!("steadfast_auth_refused_total{{check=\"{check}\"}} {n}");
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
     // A session is its subject's: another token of the same client (same sub) may use it.
     let again = p.token("tools:read", RESOURCE).await;
     assert_eq!(g.tools(&again, &sid).await, ["echo", "lookup"]);

@@ -249,6 +249,7 @@ impl Auth {
     /// The refusal for a failed check: the check to the log, the RFC 6750 error to the client.
     fn refuse(&self, e: &TokenError) -> Response<Body> {
         tracing::info!(check = %e, "[auth] a token was refused");
+        metrics::counter!("steadfast_auth_refused_total", "check" => check_label(e)).increment(1);
         let client = e.client_error();
         let status = StatusCode::from_u16(client.status()).unwrap_or(StatusCode::UNAUTHORIZED);
         let body = match client {
@@ -304,6 +305,25 @@ impl Auth {
         let challenge = steadfast_oauth::challenge_403(&scopes.join(" "), &self.metadata_url);
         set_challenge(&mut r, &challenge);
         Some(r)
+    }
+}
+
+/// The failed check as a metric label (bounded: one per kind, never the token's values).
+fn check_label(e: &TokenError) -> &'static str {
+    match e {
+        TokenError::Malformed(_) => "malformed",
+        TokenError::AlgorithmNotAllowed(_) => "algorithm_not_allowed",
+        TokenError::UnknownKey(_) => "unknown_key",
+        TokenError::BadSignature => "bad_signature",
+        TokenError::Expired { .. } => "expired",
+        TokenError::NotYetValid { .. } => "not_yet_valid",
+        TokenError::WrongAudience => "wrong_audience",
+        TokenError::WrongIssuer => "wrong_issuer",
+        TokenError::MissingClaim(_) => "missing_claim",
+        TokenError::Inactive => "inactive",
+        TokenError::Unavailable(_) => "unavailable",
+        TokenError::InsufficientScope { .. } => "insufficient_scope",
+        _ => "other",
     }
 }
 
@@ -403,6 +423,7 @@ pub(crate) async fn guard(
     }
     let Some(token) = bearer(req) else {
         tracing::info!("[auth] a request without a bearer token was refused");
+        metrics::counter!("steadfast_auth_refused_total", "check" => "no_token").increment(1);
         let mut r = full(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
         set_challenge(&mut r, &steadfast_oauth::challenge_401(&auth.metadata_url));
         return Err(r);
