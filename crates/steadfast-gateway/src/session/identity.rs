@@ -93,6 +93,7 @@ impl Session {
     /// Sets (or renews, with a fresher token) the session's client. A token of another
     /// subject than the one that opened the session is refused (`Err`): a session id is not
     /// a credential another client may borrow.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // only the HTTP front identifies
     pub fn identify(&self, identity: Arc<Identity>) -> Result<(), ()> {
         let mut slot = self.identity.lock().unwrap_or_else(|e| e.into_inner());
         if slot.as_ref().is_some_and(|old| old.sub != identity.sub) {
