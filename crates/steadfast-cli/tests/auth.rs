@@ -350,6 +350,7 @@ async fn rotated_keys_and_a_hanging_jwks_endpoint() {
     let started = tokio::time::Instant::now();
     g.initialize(&b2).await;
     let cached = started.elapsed();
+    // (Had it waited on the JWKS, the answer would be the 503 below after a second.)
     assert!(cached < Duration::from_millis(900), "{cached:?}");
     // c1's key is not: the fetch is bounded by fetch_timeout (1 s), then 503 without a
     // challenge (the token may be fine; the client should retry).
@@ -359,7 +360,7 @@ async fn rotated_keys_and_a_hanging_jwks_endpoint() {
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.header("www-authenticate").is_none());
     assert!(
-        waited >= Duration::from_millis(900) && waited < Duration::from_secs(3),
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(4),
         "{waited:?}"
     );
     g.wait_log(&["a token was refused", "keys unavailable"])
