@@ -152,8 +152,9 @@ struct QuickFlags {
 
 #[cfg(feature = "http")]
 impl QuickFlags {
-    /// The HTTP front's options, if `--listen` was given.
-    fn http(&self) -> anyhow::Result<Option<steadfast_gateway::HttpOptions>> {
+    /// The HTTP front's options, if `--listen` was given; `oauth`: the config has `[auth]`
+    /// (OAuth tokens guard `/mcp`, so no static token is needed off loopback).
+    fn http(&self, oauth: bool) -> anyhow::Result<Option<steadfast_gateway::HttpOptions>> {
         let Some(listen) = self.listen else {
             return Ok(None);
         };
@@ -181,9 +182,10 @@ impl QuickFlags {
         if (self.token_env.is_some() || self.token_file.is_some()) && tokens.is_empty() {
             anyhow::bail!("--token-env/--token-file gave no token: refusing to serve without one");
         }
-        if tokens.is_empty() && !listen.ip().is_loopback() {
+        if tokens.is_empty() && !oauth && !listen.ip().is_loopback() {
             anyhow::bail!(
-                "--listen {listen} is not a loopback address: give --token-env or --token-file"
+                "--listen {listen} is not a loopback address: give --token-env or --token-file \
+                 (or an [auth] table)"
             );
         }
         Ok(Some(steadfast_gateway::HttpOptions {
@@ -446,7 +448,7 @@ fn run_proxy(
         reload
     });
     #[cfg(feature = "http")]
-    match quick.http() {
+    match quick.http(config.auth.is_some()) {
         Ok(Some(options)) => {
             // Many clients: the multi-threaded runtime.
             let runtime = match tokio::runtime::Runtime::new() {

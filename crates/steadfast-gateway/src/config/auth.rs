@@ -247,7 +247,7 @@ pub fn check_access(access: &BTreeMap<String, AccessRule>) -> Vec<(String, &'sta
             ));
         }
         if let Some(rest) = key.strip_prefix("claim:") {
-            if !rest.split_once('=').is_some_and(|(n, _)| !n.is_empty()) {
+            if rest.split_once('=').is_none_or(|(n, _)| n.is_empty()) {
                 errors.push((
                     key.clone(),
                     "",

@@ -37,6 +37,58 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// The well-known path's prefix (RFC 9728 §3).
 const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
 
+/// Verified tokens by their SHA-256 (never the token): the identity, until its `exp` and at
+/// most `ttl`, at most `cap` of them.
+struct TokenCache {
+    map: HashMap<[u8; 32], (Arc<Identity>, u64)>,
+    cap: usize,
+    ttl: Duration,
+}
+
+impl TokenCache {
+    fn new(cap: usize, ttl: Duration) -> Self {
+        Self {
+            map: HashMap::new(),
+            cap,
+            ttl,
+        }
+    }
+
+    fn key(token: &str) -> [u8; 32] {
+        Sha256::digest(token.as_bytes()).into()
+    }
+
+    /// The identity of a token verified before, unless its time is up (`now` in seconds).
+    fn get(&self, key: &[u8; 32], now: u64) -> Option<Arc<Identity>> {
+        self.map
+            .get(key)
+            .filter(|(_, until)| *until > now)
+            .map(|(id, _)| id.clone())
+    }
+
+    /// Remembers a verified token until `exp` (at most `ttl` from `now`).
+    fn insert(&mut self, key: [u8; 32], identity: Arc<Identity>, exp: Option<u64>, now: u64) {
+        let until = exp
+            .unwrap_or(u64::MAX)
+            .min(now.saturating_add(self.ttl.as_secs()));
+        if self.map.len() >= self.cap {
+            self.map.retain(|_, (_, until)| *until > now);
+        }
+        if self.map.len() >= self.cap {
+            // Still full of live tokens: forget an arbitrary one (it is verified again).
+            if let Some(evict) = self.map.keys().next().copied() {
+                self.map.remove(&evict);
+            }
+        }
+        self.map.insert(key, (identity, until));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
 /// The resource server: token checks, the metadata document, the access policy.
 pub(crate) struct Auth {
     validator: JwtValidator,
@@ -48,9 +100,7 @@ pub(crate) struct Auth {
     /// Its path-suffixed path (RFC 9728 §3.1); the bare path is served too.
     metadata_path: String,
     policy: Option<Arc<AccessPolicy>>,
-    cache: Mutex<HashMap<[u8; 32], (Arc<Identity>, u64)>>,
-    cache_size: usize,
-    cache_ttl: Duration,
+    cache: Mutex<TokenCache>,
 }
 
 fn now_secs() -> u64 {
@@ -124,9 +174,7 @@ impl Auth {
             metadata_url: doc.well_known_url(),
             metadata_path: doc.well_known_path(),
             policy,
-            cache: Mutex::default(),
-            cache_size: a.cache_size,
-            cache_ttl: a.cache_ttl,
+            cache: Mutex::new(TokenCache::new(a.cache_size, a.cache_ttl)),
         })))
     }
 
@@ -145,17 +193,10 @@ impl Auth {
 
     /// The token's identity, from the cache or verified now.
     pub(crate) async fn check(&self, token: &str) -> Result<Arc<Identity>, TokenError> {
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let key = TokenCache::key(token);
         let now = now_secs();
-        if let Some((id, until)) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            if *until > now {
-                return Ok(id.clone());
-            }
+        if let Some(id) = self.cache().get(&key, now) {
+            return Ok(id);
         }
         // A JWT has three dot-separated parts; anything else is opaque (introspected, if
         // configured). RFC 9068 tokens are JWS compact serializations.
@@ -163,27 +204,14 @@ impl Auth {
             (Some(i), n) if n != 2 => i.validate(token).await?,
             _ => self.validator.validate(token).await?,
         };
-        let until = claims
-            .exp
-            .unwrap_or(u64::MAX)
-            .min(now.saturating_add(self.cache_ttl.as_secs()));
+        let exp = claims.exp;
         let identity = Arc::new(self.identity(claims));
-        self.remember(key, identity.clone(), until, now);
+        self.cache().insert(key, identity.clone(), exp, now);
         Ok(identity)
     }
 
-    fn remember(&self, key: [u8; 32], identity: Arc<Identity>, until: u64, now: u64) {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= self.cache_size {
-            cache.retain(|_, (_, until)| *until > now);
-        }
-        if cache.len() >= self.cache_size {
-            // Still full of live tokens: forget an arbitrary one (it is verified again).
-            if let Some(evict) = cache.keys().next().copied() {
-                cache.remove(&evict);
-            }
-        }
-        cache.insert(key, (identity, until));
+    fn cache(&self) -> std::sync::MutexGuard<'_, TokenCache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn identity(&self, claims: Claims) -> Identity {
@@ -221,6 +249,7 @@ impl Auth {
     /// The refusal for a failed check: the check to the log, the RFC 6750 error to the client.
     fn refuse(&self, e: &TokenError) -> Response<Body> {
         tracing::info!(check = %e, "[auth] a token was refused");
+        metrics::counter!("steadfast_auth_refused_total", "check" => check_label(e)).increment(1);
         let client = e.client_error();
         let status = StatusCode::from_u16(client.status()).unwrap_or(StatusCode::UNAUTHORIZED);
         let body = match client {
@@ -276,6 +305,25 @@ impl Auth {
         let challenge = steadfast_oauth::challenge_403(&scopes.join(" "), &self.metadata_url);
         set_challenge(&mut r, &challenge);
         Some(r)
+    }
+}
+
+/// The failed check as a metric label (bounded: one per kind, never the token's values).
+fn check_label(e: &TokenError) -> &'static str {
+    match e {
+        TokenError::Malformed(_) => "malformed",
+        TokenError::AlgorithmNotAllowed(_) => "algorithm_not_allowed",
+        TokenError::UnknownKey(_) => "unknown_key",
+        TokenError::BadSignature => "bad_signature",
+        TokenError::Expired { .. } => "expired",
+        TokenError::NotYetValid { .. } => "not_yet_valid",
+        TokenError::WrongAudience => "wrong_audience",
+        TokenError::WrongIssuer => "wrong_issuer",
+        TokenError::MissingClaim(_) => "missing_claim",
+        TokenError::Inactive => "inactive",
+        TokenError::Unavailable(_) => "unavailable",
+        TokenError::InsufficientScope { .. } => "insufficient_scope",
+        _ => "other",
     }
 }
 
@@ -353,17 +401,29 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// The guard of `/mcp` under `[auth]`: `Ok(true)` lets the request in (with its [`Identity`]
 /// in the request's extensions for an OAuth token; none for a static token), `Ok(false)` when
 /// `[auth]` is not configured or the path is not `/mcp` (the static-token check applies), or
-/// the refusal to send.
+/// the refusal to send. With `[auth]` but no static token, `/metrics` is refused.
 pub(crate) async fn guard(
     auth: Option<&Auth>,
     req: &mut Request<hyper::body::Incoming>,
     static_tokens: &[String],
 ) -> Result<bool, Response<Body>> {
-    let Some(auth) = auth.filter(|_| req.uri().path() == "/mcp") else {
+    let Some(auth) = auth else {
         return Ok(false);
     };
+    if req.uri().path() == "/metrics" && static_tokens.is_empty() {
+        // OAuth tokens are for MCP clients; without a static token for the scraper, the
+        // metrics of a gateway that may listen beyond loopback stay closed.
+        return Err(full(
+            StatusCode::UNAUTHORIZED,
+            "/metrics takes a static token (--token-env or --token-file)\n",
+        ));
+    }
+    if req.uri().path() != "/mcp" {
+        return Ok(false);
+    }
     let Some(token) = bearer(req) else {
         tracing::info!("[auth] a request without a bearer token was refused");
+        metrics::counter!("steadfast_auth_refused_total", "check" => "no_token").increment(1);
         let mut r = full(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
         set_challenge(&mut r, &steadfast_oauth::challenge_401(&auth.metadata_url));
         return Err(r);
@@ -404,7 +464,43 @@ pub(crate) fn bind(
 
 #[cfg(test)]
 mod tests {
-    use super::same;
+    use super::{Identity, TokenCache, same};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn id(sub: &str) -> Arc<Identity> {
+        Arc::new(Identity {
+            sub: sub.into(),
+            scopes: Vec::new(),
+            claims: serde_json::Value::Null,
+            access: None,
+        })
+    }
+
+    #[test]
+    fn the_token_cache_is_bounded_and_never_outlives_a_token() {
+        let mut c = TokenCache::new(3, Duration::from_secs(300));
+        let k = TokenCache::key;
+        // Until exp when it comes first, until now + ttl otherwise.
+        c.insert(k("a"), id("a"), Some(1_010), 1_000);
+        c.insert(k("b"), id("b"), Some(99_999), 1_000);
+        assert!(c.get(&k("a"), 1_009).is_some());
+        assert!(c.get(&k("a"), 1_010).is_none(), "not at its exp");
+        assert!(c.get(&k("b"), 1_299).is_some());
+        assert!(c.get(&k("b"), 1_300).is_none(), "not past the ttl");
+        assert!(c.get(&k("never"), 1_000).is_none());
+        // Full: expired entries go first, then an arbitrary live one; never above the cap.
+        c.insert(k("c"), id("c"), None, 1_000);
+        c.insert(k("d"), id("d"), None, 1_020); // "a" has expired: it makes room
+        assert_eq!(c.len(), 3);
+        assert!(c.get(&k("b"), 1_020).is_some() && c.get(&k("c"), 1_020).is_some());
+        assert!(c.get(&k("d"), 1_020).is_some());
+        for n in 0..100 {
+            c.insert(k(&n.to_string()), id("x"), None, 1_020);
+            assert!(c.len() <= 3);
+        }
+        assert_eq!(c.get(&k("99"), 1_020).unwrap().sub, "x");
+    }
 
     #[test]
     fn static_tokens_compare_whole() {

@@ -3,9 +3,9 @@
 //!
 //! The front checks the token; the session only applies the verdicts: lists (`tools/list`,
 //! `prompts/list`, `resources/list`, `resources/templates/list`) are filtered, a forbidden
-//! `tools/call`, `prompts/get` or `resources/read` is refused with an error naming it, and call
-//! limits count per token subject rather than per session. A session without an identity (stdio,
-//! static tokens) sees everything, as before.
+//! `tools/call`, `prompts/get`, `resources/read` or `resources/subscribe` is refused with an
+//! error naming it, and call limits count per token subject rather than per session. A session
+//! without an identity (stdio, static tokens) sees everything, as before.
 
 use std::sync::Arc;
 
@@ -73,7 +73,7 @@ fn gated(method: &str) -> Option<(Item, &'static str)> {
     match method {
         "tools/call" => Some((Item::Tool, "name")),
         "prompts/get" => Some((Item::Prompt, "name")),
-        "resources/read" => Some((Item::Resource, "uri")),
+        "resources/read" | "resources/subscribe" => Some((Item::Resource, "uri")),
         _ => None,
     }
 }
@@ -93,6 +93,7 @@ impl Session {
     /// Sets (or renews, with a fresher token) the session's client. A token of another
     /// subject than the one that opened the session is refused (`Err`): a session id is not
     /// a credential another client may borrow.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // only the HTTP front identifies
     pub fn identify(&self, identity: Arc<Identity>) -> Result<(), ()> {
         let mut slot = self.identity.lock().unwrap_or_else(|e| e.into_inner());
         if slot.as_ref().is_some_and(|old| old.sub != identity.sub) {
@@ -113,7 +114,7 @@ impl Session {
     /// What call limits count by: the token's subject (so a user's limit holds across their
     /// sessions and, with `[state]`, across replicas), else the session.
     pub(crate) fn limit_key(&self) -> String {
-        match self.identity() {
+        match self.identity().filter(|i| !i.sub.is_empty()) {
             Some(i) => format!("sub:{}", i.sub),
             None => self.id.clone(),
         }

@@ -130,7 +130,13 @@ pub(super) async fn terminate(link: &Arc<Link>, grace: Duration) {
             .delete(&s.url)
             .headers(s.headers.clone())
             .header(SESSION, id);
-        let _ = tokio::time::timeout(grace, req.send()).await;
+        let _ = tokio::time::timeout(grace, async {
+            // With the gateway's own token, if the upstream takes one (best effort, as the rest).
+            if let Ok(req) = s.authorize(req).await {
+                let _ = req.send().await;
+            }
+        })
+        .await;
     }
 }
 
