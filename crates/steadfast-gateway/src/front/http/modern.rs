@@ -91,17 +91,17 @@ impl Front {
                     .unwrap_or(false))
     }
 
-    /// Serves a modern client's POST (see the module docs).
+    /// Serves a modern client's POST (see the module docs): `message` is the body's kind,
+    /// method and id.
     pub(super) async fn post_modern(
         self: &Arc<Self>,
         headers: &ModernHeaders,
-        kind: Kind,
-        method: &str,
-        id: Option<String>,
+        message: (Kind, &str, Option<String>),
         body: Bytes,
         sse: bool,
         identity: Option<Arc<crate::session::identity::Identity>>,
     ) -> Response<Body> {
+        let (kind, method, id) = message;
         if let Some(name) = headers.duplicated {
             let r = era::Refusal {
                 code: era::code::HEADER_MISMATCH,
