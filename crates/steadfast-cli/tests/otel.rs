@@ -407,3 +407,133 @@ async fn the_python_sdk_clients_traceparent_reaches_an_http_upstream() {
         seen[0]
     );
 }
+
+#[tokio::test]
+#[ignore = "needs the OTLP receiver (STEADFAST_TEST_OTLP): run scripts/otlp-receiver.sh --install"]
+async fn a_durable_call_across_a_gateway_restart_stays_in_its_requests_trace() {
+    let py = python("STEADFAST_TEST_OTLP")
+        .expect("STEADFAST_TEST_OTLP (scripts/otlp-receiver.sh --install)");
+    let rx = Receiver::start(&py).await;
+    let (db, counts) = (Temp::new("otel-tasks-db"), Temp::new("otel-tasks-counts"));
+    let config = format!(
+        r#"{FAST}
+[tasks]
+store = "sqlite://{}"
+poll_interval = "100ms"
+lease = "1s"
+
+[tools.flaky]
+durable = true
+retry = {{ max_attempts = 3, base_delay = "3s", max_delay = "3s", jitter = "none" }}
+"#,
+        db.path()
+    );
+    let fake = [
+        "--flaky-failures",
+        "1",
+        "--flaky-across-restarts",
+        "--count-file",
+        counts.path(),
+    ];
+    let (mut g1, c1) = proxy(&rx, &config, &fake);
+    init_tasks(&mut g1).await;
+    let started = request(
+        &mut g1,
+        2,
+        "tools/call",
+        json!({"name": "flaky", "arguments": {}, "task": {"ttl": 60000},
+               "_meta": {"traceparent": TP}}),
+    )
+    .await;
+    let task = started
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a task handle: {started}"))
+        .to_owned();
+    // The first attempt fails; once its CLIENT span has been exported, the gateway is killed
+    // (SIGKILL: nothing more is flushed) during the retry's backoff.
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while named(&rx.spans(), "tools/call flaky", "client").is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first attempt's span was exported"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    g1.child.start_kill().expect("SIGKILL");
+    assert!(g1.wait_exit(ANSWER).await.is_some(), "the gateway died");
+
+    // A new gateway on the same store finishes the task.
+    let (mut g2, _c2) = proxy(&rx, &std::fs::read_to_string(&c1.0).unwrap(), &fake);
+    init_tasks(&mut g2).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut id = 100;
+    loop {
+        id += 1;
+        let r = request(&mut g2, id, "tasks/get", json!({"taskId": task})).await;
+        if r["result"]["status"] == "completed" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never completed: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let spans = finish(g2, &rx).await;
+
+    let servers = named(&spans, "tools/call flaky", "server");
+    assert_eq!(servers.len(), 1, "one request created the task: {spans:#?}");
+    let server = servers[0];
+    assert_eq!(server["trace_id"], TRACE_ID);
+    assert_eq!(server["parent_span_id"], CLIENT_SPAN);
+    let mut attempts = named(&spans, "tools/call flaky", "client");
+    attempts.sort_by_key(|s| s["start_ns"].as_u64());
+    let summary: Vec<String> = attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "attempt {} error {} trace {} parent {}",
+                attr(a, "steadfast.attempt"),
+                attr(a, "error.type"),
+                a["trace_id"],
+                a["parent_span_id"]
+            )
+        })
+        .collect();
+    assert_eq!(attempts.len(), 2, "one attempt per gateway: {summary:#?}");
+    for a in &attempts {
+        assert_eq!(a["trace_id"], TRACE_ID, "one trace across the restart: {a}");
+        assert_eq!(a["parent_span_id"], server["span_id"], "{a}");
+        assert_eq!(
+            a["links"][0]["span_id"], server["span_id"],
+            "linked to the request that queued it: {a}"
+        );
+        assert_eq!(attr(a, "steadfast.task.id"), task.as_str());
+    }
+    assert_eq!(num(attr(attempts[0], "steadfast.attempt")), Some(1));
+    assert_eq!(attr(attempts[0], "error.type"), "tool_error");
+    assert_eq!(num(attr(attempts[1], "steadfast.attempt")), Some(2));
+    assert!(attr(attempts[1], "error.type").is_null(), "{}", attempts[1]);
+}
+
+async fn init_tasks(p: &mut RawProcess) {
+    let params = json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"tasks": {"list": {}, "cancel": {}}},
+        "clientInfo": {"name": "otel-test", "version": "0"}
+    });
+    p.call(json!(0), "initialize", params, ANSWER)
+        .await
+        .expect("initialize is answered");
+    p.notify("notifications/initialized", json!({}))
+        .await
+        .unwrap();
+}
+
+async fn request(p: &mut RawProcess, id: i64, method: &str, params: Value) -> Value {
+    p.call(json!(id), method, params, ANSWER)
+        .await
+        .unwrap_or_else(|| panic!("{method} answered within {ANSWER:?}"))
+        .response
+}

@@ -159,7 +159,6 @@ mod otel {
 
     /// Links `span` to the trace context `trace` (a durable call's attempt to the request that
     /// enqueued it).
-    #[allow(dead_code)] // until the durable tasks' worker opens a span per attempt
     pub fn link(span: &tracing::Span, trace: &TraceParent) {
         let tp = &trace.traceparent;
         if let (Ok(trace_id), Ok(span_id)) =
@@ -177,7 +176,6 @@ mod otel {
 }
 
 #[cfg(feature = "otel")]
-#[allow(unused_imports)] // `link`: for the durable tasks' attempt spans (not yet wired)
 pub use otel::{current, link, set_remote_parent};
 
 /// Without the `otel` feature there is no span context to read: the client's own `_meta` goes
@@ -193,7 +191,6 @@ pub fn set_remote_parent(_span: &tracing::Span, _trace: &TraceParent) {}
 
 /// Without the `otel` feature spans have no OpenTelemetry links.
 #[cfg(not(feature = "otel"))]
-#[allow(dead_code)] // until the durable tasks' worker opens a span per attempt
 pub fn link(_span: &tracing::Span, _trace: &TraceParent) {}
 
 #[cfg(test)]
