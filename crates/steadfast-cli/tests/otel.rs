@@ -7,6 +7,8 @@
 //! for the SDK-client test `STEADFAST_TEST_MCP_PYTHON` (`scripts/tasks-sdk.sh --install`).
 #![cfg(feature = "otel")]
 
+#[path = "support/http_client.rs"]
+mod http_client;
 #[path = "support/raw_client.rs"]
 mod raw_client;
 #[path = "support/temp.rs"]
@@ -536,4 +538,88 @@ async fn request(p: &mut RawProcess, id: i64, method: &str, params: Value) -> Va
         .await
         .unwrap_or_else(|| panic!("{method} answered within {ANSWER:?}"))
         .response
+}
+
+#[tokio::test]
+#[ignore = "needs the OTLP receiver (STEADFAST_TEST_OTLP): run scripts/otlp-receiver.sh --install"]
+async fn the_http_fronts_traceparent_header_parents_the_server_span() {
+    let py = python("STEADFAST_TEST_OTLP")
+        .expect("STEADFAST_TEST_OTLP (scripts/otlp-receiver.sh --install)");
+    let rx = Receiver::start(&py).await;
+    let config = Temp::new("otel-front-config");
+    std::fs::write(&config.0, FAST).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args(["proxy", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config.0)
+        .arg("--")
+        .args(fake_upstream_command(&[]));
+    export_env(cmd.as_std_mut(), &rx.endpoint);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut err =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stderr.take().unwrap()));
+    let url = tokio::time::timeout(ANSWER, async {
+        while let Ok(Some(line)) = err.next_line().await {
+            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
+                return u.to_owned();
+            }
+        }
+        panic!("the front never said where it listens");
+    })
+    .await
+    .unwrap();
+    let json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let init = http_client::exchange(
+        "POST",
+        &url,
+        &json,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "otel-test", "version": "0"}}})
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let session = init.header("mcp-session-id").expect("a session").to_owned();
+    let mut headers = json.to_vec();
+    headers.extend([
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+        ("traceparent", TP),
+    ]);
+    let r = http_client::exchange(
+        "POST",
+        &url,
+        &headers,
+        &json!({"jsonrpc": "2.0", "id": "call-1", "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hi"}}})
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Exported in batches every 100 ms: wait (bounded) for the call's SERVER span.
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    let server = loop {
+        if let Some(s) = named(&rx.spans(), "tools/call echo", "server").first() {
+            break (*s).clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no SERVER span exported"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(server["trace_id"], TRACE_ID, "the header's trace: {server}");
+    assert_eq!(server["parent_span_id"], CLIENT_SPAN);
+    assert_eq!(attr(&server, "network.transport"), "tcp");
+    assert_eq!(attr(&server, "mcp.session.id"), session.as_str());
+    assert_eq!(attr(&server, "jsonrpc.request.id"), "call-1");
+    assert_eq!(attr(&server, "mcp.protocol.version"), "2025-06-18");
 }

@@ -454,9 +454,17 @@ impl Front {
         req: Request<Incoming>,
     ) -> Response<Body> {
         let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
+        let trace = trace_header(req.headers());
         let max = self.config.upstream_settings().max_message_size;
         let body = match Limited::new(req.into_body(), max).collect().await {
-            Ok(b) => b.to_bytes(),
+            Ok(b) => {
+                let b = b.to_bytes();
+                // (Rewritten only when traced and the header is set: `trace_header`.)
+                match trace.and_then(|t| crate::wire::trace_context::adopt(&b, &t)) {
+                    Some(line) => Bytes::from(line),
+                    None => b,
+                }
+            }
             Err(_) => {
                 return full(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -734,4 +742,21 @@ mod tests {
         assert!(!sse("application/json, text/event-stream; q=0"));
         assert!(!accepts_sse(None));
     }
+}
+
+/// The W3C `traceparent` / `tracestate` headers of a POST, when traced (the request's `_meta`
+/// then carries them to its span: `wire::trace_context::adopt`).
+fn trace_header(h: &hyper::HeaderMap) -> Option<crate::wire::trace_context::TraceParent> {
+    if !steadfast::trace::listening() {
+        return None;
+    }
+    let tp = h.get("traceparent")?.to_str().ok()?;
+    crate::wire::trace_context::valid(tp).then(|| crate::wire::trace_context::TraceParent {
+        traceparent: tp.to_owned(),
+        tracestate: h
+            .get("tracestate")
+            .and_then(|v| v.to_str().ok())
+            .filter(|s| s.len() <= 512)
+            .map(str::to_owned),
+    })
 }
