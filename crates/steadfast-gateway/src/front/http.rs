@@ -723,6 +723,23 @@ fn random_u128() -> u128 {
     out
 }
 
+/// The W3C `traceparent` / `tracestate` headers of a POST, when traced (the request's `_meta`
+/// then carries them to its span: `wire::trace_context::adopt`).
+fn trace_header(h: &hyper::HeaderMap) -> Option<crate::wire::trace_context::TraceParent> {
+    if !steadfast::trace::listening() {
+        return None;
+    }
+    let tp = h.get("traceparent")?.to_str().ok()?;
+    crate::wire::trace_context::valid(tp).then(|| crate::wire::trace_context::TraceParent {
+        traceparent: tp.to_owned(),
+        tracestate: h
+            .get("tracestate")
+            .and_then(|v| v.to_str().ok())
+            .filter(|s| s.len() <= 512)
+            .map(str::to_owned),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::accepts_sse;
@@ -742,21 +759,4 @@ mod tests {
         assert!(!sse("application/json, text/event-stream; q=0"));
         assert!(!accepts_sse(None));
     }
-}
-
-/// The W3C `traceparent` / `tracestate` headers of a POST, when traced (the request's `_meta`
-/// then carries them to its span: `wire::trace_context::adopt`).
-fn trace_header(h: &hyper::HeaderMap) -> Option<crate::wire::trace_context::TraceParent> {
-    if !steadfast::trace::listening() {
-        return None;
-    }
-    let tp = h.get("traceparent")?.to_str().ok()?;
-    crate::wire::trace_context::valid(tp).then(|| crate::wire::trace_context::TraceParent {
-        traceparent: tp.to_owned(),
-        tracestate: h
-            .get("tracestate")
-            .and_then(|v| v.to_str().ok())
-            .filter(|s| s.len() <= 512)
-            .map(str::to_owned),
-    })
 }
