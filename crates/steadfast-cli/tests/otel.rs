@@ -7,6 +7,8 @@
 //! for the SDK-client test `STEADFAST_TEST_MCP_PYTHON` (`scripts/tasks-sdk.sh --install`).
 #![cfg(feature = "otel")]
 
+#[path = "support/http_client.rs"]
+mod http_client;
 #[path = "support/raw_client.rs"]
 mod raw_client;
 #[path = "support/temp.rs"]
@@ -406,4 +408,218 @@ async fn the_python_sdk_clients_traceparent_reaches_an_http_upstream() {
         "tracestate relayed: {}",
         seen[0]
     );
+}
+
+#[tokio::test]
+#[ignore = "needs the OTLP receiver (STEADFAST_TEST_OTLP): run scripts/otlp-receiver.sh --install"]
+async fn a_durable_call_across_a_gateway_restart_stays_in_its_requests_trace() {
+    let py = python("STEADFAST_TEST_OTLP")
+        .expect("STEADFAST_TEST_OTLP (scripts/otlp-receiver.sh --install)");
+    let rx = Receiver::start(&py).await;
+    let (db, counts) = (Temp::new("otel-tasks-db"), Temp::new("otel-tasks-counts"));
+    let config = format!(
+        r#"{FAST}
+[tasks]
+store = "sqlite://{}"
+poll_interval = "100ms"
+lease = "1s"
+
+[tools.flaky]
+durable = true
+retry = {{ max_attempts = 3, base_delay = "3s", max_delay = "3s", jitter = "none" }}
+"#,
+        db.path()
+    );
+    let fake = [
+        "--flaky-failures",
+        "1",
+        "--flaky-across-restarts",
+        "--count-file",
+        counts.path(),
+    ];
+    let (mut g1, c1) = proxy(&rx, &config, &fake);
+    init_tasks(&mut g1).await;
+    let started = request(
+        &mut g1,
+        2,
+        "tools/call",
+        json!({"name": "flaky", "arguments": {}, "task": {"ttl": 60000},
+               "_meta": {"traceparent": TP}}),
+    )
+    .await;
+    let task = started
+        .pointer("/result/task/taskId")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a task handle: {started}"))
+        .to_owned();
+    // The first attempt fails; once its CLIENT span has been exported, the gateway is killed
+    // (SIGKILL: nothing more is flushed) during the retry's backoff.
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while named(&rx.spans(), "tools/call flaky", "client").is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first attempt's span was exported"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    g1.child.start_kill().expect("SIGKILL");
+    assert!(g1.wait_exit(ANSWER).await.is_some(), "the gateway died");
+
+    // A new gateway on the same store finishes the task.
+    let (mut g2, _c2) = proxy(&rx, &std::fs::read_to_string(&c1.0).unwrap(), &fake);
+    init_tasks(&mut g2).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut id = 100;
+    loop {
+        id += 1;
+        let r = request(&mut g2, id, "tasks/get", json!({"taskId": task})).await;
+        if r["result"]["status"] == "completed" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never completed: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let spans = finish(g2, &rx).await;
+
+    let servers = named(&spans, "tools/call flaky", "server");
+    assert_eq!(servers.len(), 1, "one request created the task: {spans:#?}");
+    let server = servers[0];
+    assert_eq!(server["trace_id"], TRACE_ID);
+    assert_eq!(server["parent_span_id"], CLIENT_SPAN);
+    let mut attempts = named(&spans, "tools/call flaky", "client");
+    attempts.sort_by_key(|s| s["start_ns"].as_u64());
+    let summary: Vec<String> = attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "attempt {} error {} trace {} parent {}",
+                attr(a, "steadfast.attempt"),
+                attr(a, "error.type"),
+                a["trace_id"],
+                a["parent_span_id"]
+            )
+        })
+        .collect();
+    assert_eq!(attempts.len(), 2, "one attempt per gateway: {summary:#?}");
+    for a in &attempts {
+        assert_eq!(a["trace_id"], TRACE_ID, "one trace across the restart: {a}");
+        assert_eq!(a["parent_span_id"], server["span_id"], "{a}");
+        assert_eq!(
+            a["links"][0]["span_id"], server["span_id"],
+            "linked to the request that queued it: {a}"
+        );
+        assert_eq!(attr(a, "steadfast.task.id"), task.as_str());
+    }
+    assert_eq!(num(attr(attempts[0], "steadfast.attempt")), Some(1));
+    assert_eq!(attr(attempts[0], "error.type"), "tool_error");
+    assert_eq!(num(attr(attempts[1], "steadfast.attempt")), Some(2));
+    assert!(attr(attempts[1], "error.type").is_null(), "{}", attempts[1]);
+}
+
+async fn init_tasks(p: &mut RawProcess) {
+    let params = json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"tasks": {"list": {}, "cancel": {}}},
+        "clientInfo": {"name": "otel-test", "version": "0"}
+    });
+    p.call(json!(0), "initialize", params, ANSWER)
+        .await
+        .expect("initialize is answered");
+    p.notify("notifications/initialized", json!({}))
+        .await
+        .unwrap();
+}
+
+async fn request(p: &mut RawProcess, id: i64, method: &str, params: Value) -> Value {
+    p.call(json!(id), method, params, ANSWER)
+        .await
+        .unwrap_or_else(|| panic!("{method} answered within {ANSWER:?}"))
+        .response
+}
+
+#[tokio::test]
+#[ignore = "needs the OTLP receiver (STEADFAST_TEST_OTLP): run scripts/otlp-receiver.sh --install"]
+async fn the_http_fronts_traceparent_header_parents_the_server_span() {
+    let py = python("STEADFAST_TEST_OTLP")
+        .expect("STEADFAST_TEST_OTLP (scripts/otlp-receiver.sh --install)");
+    let rx = Receiver::start(&py).await;
+    let config = Temp::new("otel-front-config");
+    std::fs::write(&config.0, FAST).unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args(["proxy", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config.0)
+        .arg("--")
+        .args(fake_upstream_command(&[]));
+    export_env(cmd.as_std_mut(), &rx.endpoint);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut err =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stderr.take().unwrap()));
+    let url = tokio::time::timeout(ANSWER, async {
+        while let Ok(Some(line)) = err.next_line().await {
+            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
+                return u.to_owned();
+            }
+        }
+        panic!("the front never said where it listens");
+    })
+    .await
+    .unwrap();
+    let json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let init = http_client::exchange(
+        "POST",
+        &url,
+        &json,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "otel-test", "version": "0"}}})
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    let session = init.header("mcp-session-id").expect("a session").to_owned();
+    let mut headers = json.to_vec();
+    headers.extend([
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+        ("traceparent", TP),
+    ]);
+    let r = http_client::exchange(
+        "POST",
+        &url,
+        &headers,
+        &json!({"jsonrpc": "2.0", "id": "call-1", "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hi"}}})
+        .to_string(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Exported in batches every 100 ms: wait (bounded) for the call's SERVER span.
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    let server = loop {
+        if let Some(s) = named(&rx.spans(), "tools/call echo", "server").first() {
+            break (*s).clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no SERVER span exported"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(server["trace_id"], TRACE_ID, "the header's trace: {server}");
+    assert_eq!(server["parent_span_id"], CLIENT_SPAN);
+    assert_eq!(attr(&server, "network.transport"), "tcp");
+    assert_eq!(attr(&server, "mcp.session.id"), session.as_str());
+    assert_eq!(attr(&server, "jsonrpc.request.id"), "call-1");
+    assert_eq!(attr(&server, "mcp.protocol.version"), "2025-06-18");
 }

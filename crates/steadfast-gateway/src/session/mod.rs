@@ -479,7 +479,12 @@ impl Session {
                     (Some(x), CallParams::Value(params)) => {
                         tokio::spawn(async move {
                             let _reg = reg;
-                            me.client.respond(&id, x.call(&me, &id, params).await);
+                            // In its SERVER span: the task stores that span's context.
+                            let traced = span::request(&me, &id, "tools/call", Some(&params));
+                            let line =
+                                span::answered(traced, "tools/call", x.call(&me, &id, params))
+                                    .await;
+                            me.client.respond(&id, line);
                         });
                         return;
                     }

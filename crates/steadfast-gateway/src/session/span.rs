@@ -125,6 +125,7 @@ pub(crate) fn client(
         network.transport = if http { "tcp" } else { "pipe" },
         steadfast.upstream = upstream,
         steadfast.attempt = attempt,
+        steadfast.task.id = Empty,
         error.type = Empty,
         rpc.response.status_code = Empty,
     );
@@ -246,32 +247,53 @@ pub(crate) fn serve<'a>(
         return Either::Left(answer);
     }
     Either::Right(async move {
-        use tracing::Instrument;
-        let decoded = params.and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok());
-        let parent = decoded.as_ref().and_then(trace_context::from_params);
-        let span = server(
-            session,
-            method,
-            id,
-            Target::of(method, decoded.as_ref()),
-            parent.as_ref(),
-        );
-        let started = std::time::Instant::now();
-        let line = answer.instrument(span.clone()).await;
-        let (error, outcome) = outcome_of(Some(&line));
-        end(&span, outcome);
-        // By method only: the other methods' targets (prompt names, URIs) are the client's
-        // to choose, and would grow the label set without bound.
-        if let Some(m) = KNOWN.iter().find(|m| **m == method) {
-            record_duration(Side::Server, m, None, error.as_deref(), started.elapsed());
-        }
-        line
+        let decoded = params.and_then(|p| serde_json::from_str::<Value>(p).ok());
+        let span = request(session, id, method, decoded.as_ref());
+        answered(span, method, answer).await
     })
+}
+
+/// The SERVER span of a request whose params are decoded (disabled when nobody listens).
+pub(crate) fn request(session: &Session, id: &str, method: &str, params: Option<&Value>) -> Span {
+    if !steadfast::trace::listening() {
+        return Span::none();
+    }
+    let parent = params.and_then(trace_context::from_params);
+    server(
+        session,
+        method,
+        id,
+        Target::of(method, params),
+        parent.as_ref(),
+    )
+}
+
+/// Runs `answer` in `span` and records how it ended (just `answer` for a disabled span).
+pub(crate) async fn answered(
+    span: Span,
+    method: &str,
+    answer: impl std::future::Future<Output = Vec<u8>>,
+) -> Vec<u8> {
+    use tracing::Instrument;
+    if span.is_disabled() {
+        return answer.await;
+    }
+    let started = std::time::Instant::now();
+    let line = answer.instrument(span.clone()).await;
+    let (error, outcome) = outcome_of(Some(&line));
+    end(&span, outcome);
+    // By method only: the other methods' targets (prompt names, URIs) are the client's
+    // to choose, and would grow the label set without bound.
+    if let Some(m) = KNOWN.iter().find(|m| **m == method) {
+        record_duration(Side::Server, m, None, error.as_deref(), started.elapsed());
+    }
+    line
 }
 
 /// Methods whose `mcp.server.operation.duration` is recorded outside `tools/call` (a fixed
 /// list: method names are the client's to choose).
 const KNOWN: &[&str] = &[
+    "tools/call",
     "tools/list",
     "prompts/list",
     "prompts/get",

@@ -304,7 +304,6 @@ async fn traced_attempt(
     tool: &str,
     n: u32,
 ) -> Result<Answer, CallFailure> {
-    use tracing::Instrument;
     let client = span::client(
         "tools/call",
         span::Target::Tool(tool),
@@ -312,6 +311,16 @@ async fn traced_attempt(
         upstream.is_http(),
         n,
     );
+    attempt_in(client, attempt).await
+}
+
+/// Runs an attempt in its CLIENT span `client` and records how it ended, with
+/// `mcp.client.operation.duration` (durable calls' attempts too).
+pub(crate) async fn attempt_in(
+    client: tracing::Span,
+    attempt: impl std::future::Future<Output = Result<Answer, CallFailure>>,
+) -> Result<Answer, CallFailure> {
+    use tracing::Instrument;
     let started = Instant::now();
     let result = attempt.instrument(client.clone()).await;
     let code;

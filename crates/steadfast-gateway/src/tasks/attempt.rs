@@ -11,6 +11,35 @@ use super::Target;
 use crate::session::tool_call::{Answer, into_answer, sleep_until, timed_out};
 use crate::upstream::{Params, Reply};
 
+/// [`once`] in a CLIENT span `tools/call {tool}` (when someone listens), child of the trace
+/// context stored with the task (the SERVER span of the request that created it, kept in the
+/// row's params) and linked to it: every attempt of a durable call, before and after a restart,
+/// is in the trace of the request that started it.
+pub(crate) async fn traced(
+    target: &Target,
+    params: &Value,
+    policy: &ToolPolicy,
+    task_id: &str,
+    attempt: u32,
+) -> Result<Answer, CallFailure> {
+    if !steadfast::trace::listening() {
+        return once(target, params, policy).await;
+    }
+    let span = crate::session::span::client(
+        "tools/call",
+        crate::session::span::Target::Tool(&target.name),
+        &target.upstream.name,
+        target.upstream.is_http(),
+        attempt,
+    );
+    span.record("steadfast.task.id", task_id);
+    if let Some(stored) = crate::wire::trace_context::from_params(params) {
+        crate::wire::trace_context::set_remote_parent(&span, &stored);
+        crate::wire::trace_context::link(&span, &stored);
+    }
+    crate::session::tool_call::attempt_in(span, once(target, params, policy)).await
+}
+
 /// Sends `params` once; the answer, or why the attempt failed (an `isError` result the policy
 /// retries is a failure, as in a live call).
 pub(crate) async fn once(

@@ -181,7 +181,7 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
     }
     let cancel = s.running(&row.task_id);
     let outcome = tokio::select! {
-        r = super::attempt::once(&target, &params, policy) => Some(r),
+        r = super::attempt::traced(&target, &params, policy, &row.task_id, ctx.attempt()) => Some(r),
         _ = cancel.cancelled() => None,
         _ = ctx.cancelled().cancelled() => None,
     };

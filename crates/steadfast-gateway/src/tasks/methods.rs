@@ -111,6 +111,22 @@ impl Durable {
                 // The gateway runs this call as a task; the upstream must not make another.
                 super::ext::undeclare(meta);
             }
+            // Traced: the task keeps this request's (SERVER span's) context, so its attempts,
+            // in this process or after a restart, join the request's trace.
+            if steadfast::trace::listening()
+                && let Some(t) = crate::wire::trace_context::current()
+            {
+                let meta = o
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Some(m) = meta.as_object_mut() {
+                    m.insert("traceparent".into(), Value::from(t.traceparent));
+                    match t.tracestate {
+                        Some(ts) => m.insert("tracestate".into(), Value::from(ts)),
+                        None => m.remove("tracestate"),
+                    };
+                }
+            }
         }
         let mut row = TaskRow {
             task_id: random_id(),

@@ -110,6 +110,26 @@ pub fn inject(params: Option<&str>, trace: &TraceParent) -> Option<String> {
     Some(v.to_string())
 }
 
+/// A JSON-RPC request `line` with `trace` (from the HTTP front's `traceparent` header) put in
+/// its `params._meta`, so the request's span continues the caller's trace; `None` (relay the
+/// line as it is) when it is not a request or already names a `traceparent` of its own.
+pub fn adopt(line: &[u8], trace: &TraceParent) -> Option<Vec<u8>> {
+    if memchr::memmem::find(line, b"\"traceparent\"").is_some() {
+        return None;
+    }
+    let mut v: Value = serde_json::from_slice(line).ok()?;
+    let obj = v.as_object_mut()?;
+    if !obj.contains_key("method") || !obj.contains_key("id") {
+        return None;
+    }
+    let params = obj
+        .entry("params")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let text = inject(Some(&params.to_string()), trace)?;
+    *params = serde_json::from_str(&text).ok()?;
+    serde_json::to_vec(&v).ok()
+}
+
 #[cfg(feature = "otel")]
 mod otel {
     use opentelemetry::trace::{
@@ -159,7 +179,6 @@ mod otel {
 
     /// Links `span` to the trace context `trace` (a durable call's attempt to the request that
     /// enqueued it).
-    #[allow(dead_code)] // until the durable tasks' worker opens a span per attempt
     pub fn link(span: &tracing::Span, trace: &TraceParent) {
         let tp = &trace.traceparent;
         if let (Ok(trace_id), Ok(span_id)) =
@@ -192,7 +211,6 @@ pub fn set_remote_parent(_span: &tracing::Span, _trace: &TraceParent) {}
 
 /// Without the `otel` feature spans have no OpenTelemetry links.
 #[cfg(not(feature = "otel"))]
-#[allow(dead_code)] // until the durable tasks' worker opens a span per attempt
 pub fn link(_span: &tracing::Span, _trace: &TraceParent) {}
 
 #[cfg(test)]
@@ -235,6 +253,26 @@ mod tests {
         assert_eq!(scan(line.as_bytes()), Some((TP, Some("k=v"))));
         assert_eq!(scan(br#"{"traceparent":"x"}"#), None);
         assert_eq!(scan(br#"{"id":1}"#), None);
+    }
+
+    #[test]
+    fn adopts_a_header_unless_the_request_has_its_own() {
+        let t = TraceParent {
+            traceparent: TP.into(),
+            tracestate: Some("h=1".into()),
+        };
+        let out = adopt(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, &t).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["params"]["_meta"]["traceparent"], TP);
+        assert_eq!(v["params"]["_meta"]["tracestate"], "h=1");
+        let own = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"_meta":{{"traceparent":"{TP}"}}}}}}"#
+        );
+        assert_eq!(adopt(own.as_bytes(), &t), None);
+        assert_eq!(
+            adopt(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#, &t),
+            None
+        );
     }
 
     #[test]

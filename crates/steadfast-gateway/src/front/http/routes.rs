@@ -187,10 +187,18 @@ impl Front {
     ) -> Response<Body> {
         let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
         let identity = req.extensions_mut().remove(); // [auth]
+        let trace = trace_header(req.headers());
         let modern_headers = ModernHeaders::of(req.headers());
         let max = self.config.upstream_settings().max_message_size;
         let body = match Limited::new(req.into_body(), max).collect().await {
-            Ok(b) => b.to_bytes(),
+            Ok(b) => {
+                let b = b.to_bytes();
+                // (Rewritten only when traced and the header is set: `trace_header`.)
+                match trace.and_then(|t| crate::wire::trace_context::adopt(&b, &t)) {
+                    Some(line) => Bytes::from(line),
+                    None => b,
+                }
+            }
             Err(_) => {
                 return full(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -311,4 +319,21 @@ impl Front {
         }
         r
     }
+}
+
+/// The W3C `traceparent` / `tracestate` headers of a POST, when traced (the request's `_meta`
+/// then carries them to its span: `wire::trace_context::adopt`).
+fn trace_header(h: &hyper::HeaderMap) -> Option<crate::wire::trace_context::TraceParent> {
+    if !steadfast::trace::listening() {
+        return None;
+    }
+    let tp = h.get("traceparent")?.to_str().ok()?;
+    crate::wire::trace_context::valid(tp).then(|| crate::wire::trace_context::TraceParent {
+        traceparent: tp.to_owned(),
+        tracestate: h
+            .get("tracestate")
+            .and_then(|v| v.to_str().ok())
+            .filter(|s| s.len() <= 512)
+            .map(str::to_owned),
+    })
 }
