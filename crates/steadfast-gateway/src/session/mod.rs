@@ -409,7 +409,9 @@ impl Session {
     fn on_request(self: &Arc<Self>, env: &Envelope<'_>) {
         let id = env.id.map(RawValue::get).unwrap_or("null");
         let method = env.method.as_deref().unwrap_or_default();
-        if Self::is_modern_request(env, method) {
+        // A stateless session serves only modern requests the HTTP front checked: no second
+        // look at the params.
+        if self.stateless || Self::is_modern_request(env, method) {
             return self.on_modern_request(env);
         }
         match method {

@@ -25,11 +25,16 @@ pub(super) struct ModernHeaders {
     name: Option<String>,
     /// A routing header given twice: first-copy and last-copy readers would disagree.
     duplicated: Option<&'static str>,
+    /// The client lists `text/event-stream` in `Accept`: related messages may stream.
+    sse: bool,
 }
 
 impl ModernHeaders {
     pub(super) fn of(headers: &hyper::HeaderMap) -> Self {
-        let mut h = Self::default();
+        let mut h = Self {
+            sse: super::sse::accepts_sse(headers.get(hyper::header::ACCEPT)),
+            ..Self::default()
+        };
         for (slot, name) in [
             (&mut h.version, "mcp-protocol-version"),
             (&mut h.method, "mcp-method"),
@@ -98,7 +103,6 @@ impl Front {
         headers: &ModernHeaders,
         message: (Kind, &str, Option<String>),
         body: Bytes,
-        sse: bool,
         identity: Option<Arc<crate::session::identity::Identity>>,
     ) -> Response<Body> {
         let (kind, method, id) = message;
@@ -142,7 +146,7 @@ impl Front {
         }
         let frame =
             || crate::wire::framing::one_line(Frame::Line(bytes::BytesMut::from(&body[..])));
-        if sse {
+        if headers.sse {
             let cap = limits.max_queued_notifications;
             let stream = session.client.open_stream(&id, cap);
             session.on_frame(frame());

@@ -243,7 +243,7 @@ impl Front {
             (None, Ok((kind, Some(m), id))) if self.is_modern(m, &body) => {
                 let (kind, m, id) = (*kind, m.clone(), id.clone());
                 return self
-                    .post_modern(&modern_headers, (kind, &m, id), body, sse, identity)
+                    .post_modern(&modern_headers, (kind, &m, id), body, identity)
                     .await;
             }
             (None, _) => {
