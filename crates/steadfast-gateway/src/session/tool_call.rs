@@ -42,7 +42,8 @@ pub async fn run(
     if !steadfast::trace::listening() {
         return call(session, id, params, cancel).await;
     }
-    run_traced(session, id, params, cancel).await
+    // Boxed: the untraced future stays the size it was.
+    Box::pin(run_traced(session, id, params, cancel)).await
 }
 
 /// `run` in its SERVER span, with `mcp.server.operation.duration`.
@@ -243,7 +244,8 @@ async fn call(
                     if !steadfast::trace::listening() {
                         return attempt.await;
                     }
-                    traced_attempt(attempt, upstream, upstream_name, n).await
+                    // Boxed: the untraced attempt's future stays the size it was.
+                    Box::pin(traced_attempt(attempt, upstream, upstream_name, n)).await
                 })
             },
             move |answer: Answer| {
