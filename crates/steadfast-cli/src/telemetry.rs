@@ -7,7 +7,9 @@
 //! at the default log level and the call path builds no span.
 
 use tracing_subscriber::EnvFilter;
+#[cfg(feature = "otel")]
 use tracing_subscriber::layer::SubscriberExt;
+#[cfg(feature = "otel")]
 use tracing_subscriber::util::SubscriberInitExt;
 
 /// Flushes and stops the exporter when dropped (at the end of `main`'s command).
@@ -41,36 +43,43 @@ fn log_filter(verbose: u8) -> EnvFilter {
 
 /// Installs the logger, and the OTLP exporter when `telemetry` is `Some` (export on).
 pub fn init(verbose: u8, telemetry: Option<&steadfast_gateway::Telemetry>) -> Guard {
-    use tracing_subscriber::Layer;
-    // stdout carries the protocol: logs go to stderr only.
-    let log = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_filter(log_filter(verbose));
     #[cfg(feature = "otel")]
-    {
-        let (otel, provider) = match telemetry.map(otel_layer) {
-            Some(Ok((layer, provider))) => (Some(layer), Some(provider)),
-            Some(Err(e)) => {
-                eprintln!("steadfast: telemetry: export is off: {e}");
-                (None, None)
+    if let Some(t) = telemetry {
+        match otel_layer(t) {
+            Ok((otel, provider)) => {
+                use tracing_subscriber::Layer;
+                // Per-layer filters: the log keeps its level, the exporter sees `INFO`.
+                let log = tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(false)
+                    .with_filter(log_filter(verbose));
+                let _ = tracing_subscriber::registry()
+                    .with(vec![log.boxed(), otel])
+                    .try_init();
+                return Guard {
+                    provider: Some(provider),
+                };
             }
-            None => (None, None),
-        };
-        let mut layers = vec![log.boxed()];
-        layers.extend(otel);
-        let _ = tracing_subscriber::registry().with(layers).try_init();
-        Guard { provider }
+            Err(e) => eprintln!("steadfast: telemetry: export is off: {e}"),
+        }
     }
     #[cfg(not(feature = "otel"))]
-    {
-        if telemetry.is_some() {
-            eprintln!(
-                "steadfast: telemetry: an OTLP endpoint is set, but this build has no exporter (build with --features otel)"
-            );
-        }
-        let _ = tracing_subscriber::registry().with(log).try_init();
-        Guard {}
+    if telemetry.is_some() {
+        eprintln!(
+            "steadfast: telemetry: an OTLP endpoint is set, but this build has no exporter (build with --features otel)"
+        );
+    }
+    // Export off: the plain logger with a global filter, exactly as without telemetry. (A
+    // registry of per-layer filters made every disabled `debug!` callsite a dynamic check:
+    // +3% instructions per proxied call, measured.)
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(log_filter(verbose))
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    Guard {
+        #[cfg(feature = "otel")]
+        provider: None,
     }
 }
 

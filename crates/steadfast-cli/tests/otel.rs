@@ -622,4 +622,21 @@ async fn the_http_fronts_traceparent_header_parents_the_server_span() {
     assert_eq!(attr(&server, "mcp.session.id"), session.as_str());
     assert_eq!(attr(&server, "jsonrpc.request.id"), "call-1");
     assert_eq!(attr(&server, "mcp.protocol.version"), "2025-06-18");
+    // The MCP duration histograms, beside the Prometheus ones.
+    let metrics = http_client::exchange("GET", &url.replace("/mcp", "/metrics"), &[], "")
+        .await
+        .unwrap();
+    for name in [
+        "mcp_server_operation_duration_bucket",
+        "mcp_client_operation_duration_bucket",
+    ] {
+        assert!(
+            metrics
+                .body
+                .lines()
+                .any(|l| l.starts_with(name) && l.contains("tools/call")),
+            "{name} in /metrics: {}",
+            metrics.body
+        );
+    }
 }

@@ -42,7 +42,8 @@ pub async fn run(
     if !steadfast::trace::listening() {
         return call(session, id, params, cancel).await;
     }
-    run_traced(session, id, params, cancel).await
+    // Boxed: the untraced future stays the size it was.
+    Box::pin(run_traced(session, id, params, cancel)).await
 }
 
 /// `run` in its SERVER span, with `mcp.server.operation.duration`.
@@ -200,50 +201,51 @@ async fn call(
                 Box::pin(async move {
                     let upstream = rerouted.as_ref().unwrap_or(upstream);
                     let attempt = async {
-                    // Every attempt sent counts: a retry is a call.
-                    if let (Some(limit), Some(keys)) = (limit, keys) {
-                        limit.acquire(keys).await.map_err(CallFailure::Limited)?;
-                    }
-                    let link = upstream.link().await.map_err(CallFailure::NotSent)?;
-                    let activity = route.as_ref().map(|r| r.activity.clone());
-                    let (guard, mut rx) = upstream.call_related(
-                        &link,
-                        "tools/call",
-                        Some(params),
-                        route,
-                        Some(&*session.client),
-                        stream.clone(),
-                    );
-                    let started = Instant::now();
-                    let mut idle_deadline = idle.map(|d| started + d);
-                    let hard_deadline = max.map(|d| started + d);
-                    let reply = loop {
-                        let progressed = async {
-                            match &activity {
-                                Some(a) => a.notified().await,
-                                None => std::future::pending().await,
+                        // Every attempt sent counts: a retry is a call.
+                        if let (Some(limit), Some(keys)) = (limit, keys) {
+                            limit.acquire(keys).await.map_err(CallFailure::Limited)?;
+                        }
+                        let link = upstream.link().await.map_err(CallFailure::NotSent)?;
+                        let activity = route.as_ref().map(|r| r.activity.clone());
+                        let (guard, mut rx) = upstream.call_related(
+                            &link,
+                            "tools/call",
+                            Some(params),
+                            route,
+                            Some(&*session.client),
+                            stream.clone(),
+                        );
+                        let started = Instant::now();
+                        let mut idle_deadline = idle.map(|d| started + d);
+                        let hard_deadline = max.map(|d| started + d);
+                        let reply = loop {
+                            let progressed = async {
+                                match &activity {
+                                    Some(a) => a.notified().await,
+                                    None => std::future::pending().await,
+                                }
+                            };
+                            tokio::select! {
+                                r = &mut rx => break r.unwrap_or(Reply::Lost("the request was dropped".to_owned())),
+                                _ = progressed => {
+                                    idle_deadline = idle.map(|d| Instant::now() + d);
+                                }
+                                _ = sleep_until(idle_deadline) => {
+                                    return Err(timed_out(idle));
+                                }
+                                _ = sleep_until(hard_deadline) => {
+                                    return Err(timed_out(max));
+                                }
                             }
                         };
-                        tokio::select! {
-                            r = &mut rx => break r.unwrap_or(Reply::Lost("the request was dropped".to_owned())),
-                            _ = progressed => {
-                                idle_deadline = idle.map(|d| Instant::now() + d);
-                            }
-                            _ = sleep_until(idle_deadline) => {
-                                return Err(timed_out(idle));
-                            }
-                            _ = sleep_until(hard_deadline) => {
-                                return Err(timed_out(max));
-                            }
-                        }
-                    };
-                    guard.finish();
-                    into_answer(reply, max_size)
+                        guard.finish();
+                        into_answer(reply, max_size)
                     };
                     if !steadfast::trace::listening() {
                         return attempt.await;
                     }
-                    traced_attempt(attempt, upstream, upstream_name, n).await
+                    // Boxed: the untraced attempt's future stays the size it was.
+                    Box::pin(traced_attempt(attempt, upstream, upstream_name, n)).await
                 })
             },
             move |answer: Answer| {
