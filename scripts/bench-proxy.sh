@@ -8,7 +8,13 @@
 #   direct      driver → echo-upstream
 #   byte relay  driver → byte-relay → echo-upstream      (the floor for any process in a pipe)
 #   steadfast   driver → steadfast proxy → echo-upstream (stdio front)
-#   + any extra "label=command line" given in EXTRA (the upstream is appended after `--`).
+#   steadfast HTTP (session)  driver ⇒ steadfast proxy --listen → echo-upstream: handshake-era
+#               requests in one session, keep-alive connections (one per call in flight)
+#   steadfast HTTP (modern)   the same with MCP 2026-07-28 requests: no session, `_meta` and
+#               routing headers (`rpc-driver --modern`)
+#   + any extra "label=command line" given in EXTRA (the upstream is appended after `--`), or
+#     "label=http [--modern] /path/to/steadfast" for another build's HTTP front.
+# HTTP=0 leaves the two HTTP rows out.
 # Prints a markdown table: medians over the rounds of µs per sequential call, µs added per
 # call vs direct, and calls/s with INFLIGHT in flight. Each run is bounded (DEADLINE seconds).
 set -euo pipefail
@@ -28,16 +34,58 @@ B="$(pwd)/target/release"
 STEADFAST="${STEADFAST_BIN:-$B/steadfast}"
 
 configs=("direct=" "byte relay=$B/byte-relay --" "steadfast proxy (stdio)=$STEADFAST proxy --")
+if [ "${HTTP:-1}" != 0 ]; then
+  configs+=("steadfast HTTP (session)=http $STEADFAST" "steadfast HTTP (modern)=http --modern $STEADFAST")
+fi
 if [ -n "${EXTRA:-}" ]; then
   while IFS= read -r line; do [ -n "$line" ] && configs+=("$line"); done <<< "$EXTRA"
 fi
 
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+log=$(mktemp)
+trap 'rm -f "$out" "$log"' EXIT
+
+# `http [--modern] STEADFAST`: the driver over HTTP against that binary's front (pinned to the
+# same CPU), started on a free port for this run only.
+drive_http() {
+  local modern="" bin
+  if [ "$1" = --modern ]; then modern=--modern; shift; fi
+  bin="$1"
+  taskset -c "$CPU" "$bin" proxy --listen 127.0.0.1:0 -- "$B/echo-upstream" > /dev/null 2> "$log" &
+  local pid=$! url=""
+  for _ in $(seq 1 300); do
+    url=$(sed -n 's|.*serving MCP at \(http://[^ ]*\).*|\1|p' "$log" | head -1)
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  local rc=1
+  if [ -n "$url" ]; then
+    # shellcheck disable=SC2086 # $modern is empty or one flag
+    taskset -c "$CPU" timeout $((DEADLINE + 10)) "$B/rpc-driver" --http "$url" $modern \
+      --warmup "$WARMUP" --seq "$SEQ" --conc "$CONC" --inflight "$INFLIGHT" --deadline "$DEADLINE" \
+      && rc=0
+  else
+    echo "the HTTP front did not say where it listens: $(head -c 500 "$log")" >&2
+  fi
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  return $rc
+}
 for round in $(seq 1 "$RUNS"); do
   for cfg in "${configs[@]}"; do
     label="${cfg%%=*}"
     wrapper="${cfg#*=}"
+    if [ "${wrapper%% *}" = http ]; then
+      # shellcheck disable=SC2086 # the wrapper is a command line
+      if result=$(drive_http ${wrapper#http }); then
+        printf '%s\t%s\n' "$label" "$result" >> "$out"
+        echo "round $round: $label: $result" >&2
+      else
+        printf '%s\t{"failed": true}\n' "$label" >> "$out"
+        echo "round $round: $label: FAILED" >&2
+      fi
+      continue
+    fi
     # shellcheck disable=SC2086 # the wrapper is a command line
     if result=$(taskset -c "$CPU" timeout $((DEADLINE + 10)) "$B/rpc-driver" \
         --warmup "$WARMUP" --seq "$SEQ" --conc "$CONC" --inflight "$INFLIGHT" --deadline "$DEADLINE" \

@@ -14,6 +14,9 @@ pub struct HttpConn {
     conn: Option<(BufReader<TcpStream>, TcpStream)>,
     /// The session, once `initialize` has been answered (shared by cloning into other conns).
     pub session: Option<String>,
+    /// Extra header lines sent with every POST (each ending in `\r\n`): a modern
+    /// (MCP 2026-07-28) client's routing headers.
+    pub headers: String,
 }
 
 impl HttpConn {
@@ -28,6 +31,7 @@ impl HttpConn {
             path: format!("/{path}"),
             conn: None,
             session: None,
+            headers: String::new(),
         })
     }
 
@@ -38,6 +42,7 @@ impl HttpConn {
             path: self.path.clone(),
             conn: None,
             session: self.session.clone(),
+            headers: self.headers.clone(),
         }
     }
 
@@ -63,6 +68,7 @@ impl HttpConn {
             req.push_str(s);
             req.push_str("\r\nMcp-Protocol-Version: 2025-06-18\r\n");
         }
+        req.push_str(&self.headers);
         req.push_str("\r\n");
         req.push_str(body);
         writer

@@ -60,6 +60,12 @@ fn bad_options_are_refused_naming_the_option() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--seq: expected a number"));
+    let out = Command::new(DRIVER)
+        .args(["--modern", "--", ECHO])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--modern: needs --http URL"));
 }
 
 #[test]

@@ -10,7 +10,10 @@
 //! and prints one JSON line: `seq_us_mean`, `seq_us_p50`, `seq_us_p99`, `calls_per_s`.
 //! With `--http URL` instead of a command, the same runs go over streamable HTTP: one
 //! keep-alive connection for the sequential calls, K connections (one thread each, one
-//! session) for the calls in flight.
+//! session) for the calls in flight. `--modern` (with `--http`) sends MCP 2026-07-28 requests
+//! instead: no `initialize` and no session, each call carrying its protocol version and
+//! capabilities in `params._meta` and the `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name`
+//! headers.
 //!
 //! A watchdog ends the run (exit 3) after `--deadline SECONDS`, so a hung proxy cannot hang a
 //! benchmark.
@@ -24,6 +27,7 @@ use steadfast_bench_proxy::{option, split_command};
 
 struct Options {
     http: Option<String>,
+    modern: bool,
     warmup: u64,
     seq: u64,
     conc: u64,
@@ -103,12 +107,16 @@ fn watchdog(secs: u64) {
 fn parse(opts: &[String]) -> Result<Options, String> {
     let o = Options {
         http: option(opts, "--http", String::new()).map(|u| Some(u).filter(|u| !u.is_empty()))?,
+        modern: opts.iter().any(|a| a == "--modern"),
         warmup: option(opts, "--warmup", 2_000)?,
         seq: option(opts, "--seq", 20_000)?,
         conc: option(opts, "--conc", 200_000)?,
         inflight: option(opts, "--inflight", 64)?,
         deadline: option(opts, "--deadline", 120)?,
     };
+    if o.modern && o.http.is_none() {
+        return Err("--modern: needs --http URL".into());
+    }
     if o.inflight == 0 {
         return Err("--inflight: must be >= 1".into());
     }
@@ -160,6 +168,16 @@ fn call(id: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(
         format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hello\"}}}}}}\n"
+        )
+        .as_bytes(),
+    );
+}
+
+/// A modern (MCP 2026-07-28) `tools/call echo`: the envelope in `params._meta`.
+fn modern_call(id: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hello\"}},\"_meta\":{{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{{}}}}}}}}\n"
         )
         .as_bytes(),
     );
@@ -258,11 +276,19 @@ fn answer_to(messages: Vec<Value>, id: u64) -> Result<(), String> {
 
 fn run_http(url: &str, o: &Options) -> Result<Value, String> {
     let mut conn = steadfast_bench_proxy::http::HttpConn::new(url)?;
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "rpc-driver", "version": "0"}}});
-    answer_to(conn.post(&init.to_string())?, 0)?;
-    conn.post("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}")?;
+    let call: fn(u64, &mut Vec<u8>) = if o.modern {
+        conn.headers =
+            "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n"
+                .into();
+        modern_call
+    } else {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "rpc-driver", "version": "0"}}});
+        answer_to(conn.post(&init.to_string())?, 0)?;
+        conn.post("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}")?;
+        call
+    };
     let mut buf = Vec::new();
     let mut times = Vec::with_capacity(o.seq as usize);
     for id in 1..=o.warmup + o.seq {
