@@ -33,17 +33,19 @@ pub(crate) struct Answer {
 /// Traced (someone listens: `steadfast::trace::listening`), the call runs in a SERVER span
 /// `tools/call {tool}`, child of the client's `_meta.traceparent`; the engine's
 /// `execute_tool` span and each attempt's CLIENT span are under it.
-pub async fn run(
-    session: &Arc<Session>,
-    id: &str,
+/// Not an `async fn`: untraced, the call's own future is returned (no extra state machine
+/// around it); traced, a boxed one, so the untraced future stays the size it was.
+pub fn run<'a>(
+    session: &'a Arc<Session>,
+    id: &'a str,
     params: CallParams,
-    cancel: &CancellationToken,
-) -> Option<Vec<u8>> {
+    cancel: &'a CancellationToken,
+) -> impl std::future::Future<Output = Option<Vec<u8>>> + 'a {
+    use futures::future::Either;
     if !steadfast::trace::listening() {
-        return call(session, id, params, cancel).await;
+        return Either::Left(call(session, id, params, cancel));
     }
-    // Boxed: the untraced future stays the size it was.
-    Box::pin(run_traced(session, id, params, cancel)).await
+    Either::Right(Box::pin(run_traced(session, id, params, cancel)))
 }
 
 /// `run` in its SERVER span, with `mcp.server.operation.duration`.
@@ -196,11 +198,17 @@ async fn call(
                 } else {
                     None
                 };
+                // Traced, the attempt runs in a CLIENT span (decided here, so that the untraced
+                // attempt is the one state machine it was).
+                let traced = steadfast::trace::listening().then(|| {
+                    let u = rerouted.as_ref().unwrap_or(upstream);
+                    (u.name.clone(), u.is_http())
+                });
                 // Boxed: the engine moves each attempt's future into its timeout, its race with
                 // cancellation and its judge; a pointer moves cheaply, this future does not.
-                Box::pin(async move {
+                let attempt = Box::pin(async move {
                     let upstream = rerouted.as_ref().unwrap_or(upstream);
-                    let attempt = async {
+                    {
                         // Every attempt sent counts: a retry is a call.
                         if let (Some(limit), Some(keys)) = (limit, keys) {
                             limit.acquire(keys).await.map_err(CallFailure::Limited)?;
@@ -240,13 +248,18 @@ async fn call(
                         };
                         guard.finish();
                         into_answer(reply, max_size)
-                    };
-                    if !steadfast::trace::listening() {
-                        return attempt.await;
                     }
-                    // Boxed: the untraced attempt's future stays the size it was.
-                    Box::pin(traced_attempt(attempt, upstream, upstream_name, n)).await
-                })
+                });
+                match traced {
+                    None => futures::future::Either::Left(attempt),
+                    Some((up, http)) => futures::future::Either::Right(Box::pin(traced_attempt(
+                        attempt,
+                        up,
+                        http,
+                        upstream_name,
+                        n,
+                    ))),
+                }
             },
             move |answer: Answer| {
                 if !answer.is_error {
@@ -302,17 +315,12 @@ async fn call(
 #[inline(never)]
 async fn traced_attempt(
     attempt: impl std::future::Future<Output = Result<Answer, CallFailure>>,
-    upstream: &crate::upstream::Upstream,
+    upstream: String,
+    http: bool,
     tool: &str,
     n: u32,
 ) -> Result<Answer, CallFailure> {
-    let client = span::client(
-        "tools/call",
-        span::Target::Tool(tool),
-        &upstream.name,
-        upstream.is_http(),
-        n,
-    );
+    let client = span::client("tools/call", span::Target::Tool(tool), &upstream, http, n);
     attempt_in(client, attempt).await
 }
 
