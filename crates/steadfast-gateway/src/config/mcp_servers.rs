@@ -3,6 +3,185 @@
 
 use super::*;
 
+/// The file as read: its servers by name.
+#[derive(Deserialize)]
+struct Doc {
+    #[serde(rename = "mcpServers", alias = "servers")]
+    mcp_servers: BTreeMap<String, serde_json::Value>,
+}
+
+/// One server entry, with the keys the clients write.
+#[derive(Deserialize, Default)]
+struct Entry {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    transport: Option<String>,
+    #[serde(default)]
+    disabled: bool,
+}
+
+/// An `mcpServers` file being read: its text (for lines), its name (for errors), its servers.
+struct McpFile<'a> {
+    text: &'a str,
+    file: &'a str,
+    doc: Doc,
+}
+
+impl McpFile<'_> {
+    fn err(&self, line: Option<usize>, key: String, message: String) -> ConfigError {
+        ConfigError {
+            file: self.file.to_owned(),
+            line,
+            key,
+            message,
+        }
+    }
+
+    /// The line that names `name` (its entry), if any.
+    fn line_of(&self, name: &str) -> Option<usize> {
+        self.text
+            .lines()
+            .position(|l| l.contains(&format!("\"{name}\"")))
+            .map(|i| i + 1)
+    }
+
+    /// The names of the entries not `"disabled": true`.
+    fn enabled(&self) -> Vec<&String> {
+        self.doc
+            .mcp_servers
+            .iter()
+            .filter(|(_, v)| v.get("disabled").and_then(serde_json::Value::as_bool) != Some(true))
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// The entry `name` as an upstream: its transport, and the checks of `[upstream]`.
+    fn upstream(&self, name: &str) -> Result<Upstream, ConfigError> {
+        let key = format!("mcpServers.{name}");
+        let entry: Entry = serde_json::from_value(self.doc.mcp_servers[name].clone())
+            .map_err(|e| self.err(self.line_of(name), key.clone(), e.to_string()))?;
+        let _ = entry.disabled;
+        let kind = entry
+            .kind
+            .as_deref()
+            .or(entry.transport.as_deref())
+            .map(|k| k.to_ascii_lowercase().replace(['_', '-'], ""));
+        let raw = match kind.as_deref() {
+            Some("http" | "streamablehttp" | "streamable") => RawUpstream {
+                url: entry.url,
+                headers: entry.headers,
+                ..RawUpstream::default()
+            },
+            Some("sse") => {
+                return Err(self.err(
+                    self.line_of(name),
+                    format!("{key}.type"),
+                    "the SSE transport is deprecated and not supported; use the server's streamable HTTP endpoint (type \"http\")".into(),
+                ));
+            }
+            Some("stdio") | None => RawUpstream {
+                command: entry.command,
+                args: entry.args,
+                env: entry.env,
+                cwd: entry.cwd,
+                url: entry.url,
+                headers: entry.headers,
+                oauth: None,
+            },
+            Some(other) => {
+                return Err(self.err(
+                    self.line_of(name),
+                    format!("{key}.type"),
+                    format!("unknown transport `{other}`: expected \"stdio\" or \"http\""),
+                ));
+            }
+        };
+        if wraps_itself(&raw, self.file, name) {
+            return Err(self.err(
+                self.line_of(name),
+                key,
+                "runs `steadfast proxy` on this same file and entry: it would start itself \
+                 without end. Point the entry at the real server, and wrap it from another \
+                 file or entry"
+                    .into(),
+            ));
+        }
+        upstream_from(raw, self.file, self.text).map_err(|mut e| {
+            e.key = e.key.replacen("upstream", &key, 1);
+            e.line = e.line.or_else(|| self.line_of(name));
+            e
+        })
+    }
+
+    /// `--server s`: that entry, which must exist and be enabled.
+    fn chosen(&self, s: &str) -> Result<String, ConfigError> {
+        let Some(v) = self.doc.mcp_servers.get(s) else {
+            return Err(self.err(
+                None,
+                format!("mcpServers.{s}"),
+                format!(
+                    "no such server (the file has: {})",
+                    self.doc
+                        .mcp_servers
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        };
+        if v.get("disabled").and_then(serde_json::Value::as_bool) == Some(true) {
+            return Err(self.err(
+                self.line_of(s),
+                format!("mcpServers.{s}"),
+                "is disabled (\"disabled\": true)".into(),
+            ));
+        }
+        Ok(s.to_owned())
+    }
+
+    /// Every enabled entry, behind one endpoint (their names checked as `[upstreams.NAME]`).
+    fn all(&self, enabled: &[&String]) -> Result<Config, ConfigError> {
+        let mut upstreams = Vec::new();
+        for name in enabled {
+            upstreams.push(NamedUpstream {
+                name: (*name).clone(),
+                spec: self.upstream(name)?,
+                budget: None,
+            });
+        }
+        let names: Vec<&String> = upstreams.iter().map(|u| &u.name).collect();
+        let defaults = Config::default();
+        if let Some((_, long, message)) =
+            crate::wire::naming::ambiguous(&names, &defaults.separator)
+        {
+            return Err(self.err(self.line_of(&long), format!("mcpServers.{long}"), message));
+        }
+        if let Some(bad) = names
+            .iter()
+            .find(|n| crate::wire::naming::check_upstream_name(n).is_err())
+        {
+            let message = crate::wire::naming::check_upstream_name(bad)
+                .err()
+                .unwrap_or_default();
+            return Err(self.err(self.line_of(bad), format!("mcpServers.{bad}"), message));
+        }
+        Ok(Config {
+            upstreams,
+            ..defaults
+        })
+    }
+}
+
 impl Config {
     /// Parses a Claude Desktop / Cursor / VS Code / Claude Code config
     /// (`{"mcpServers": {"name": {…}}}`); the proxy then runs with default policies.
@@ -17,171 +196,24 @@ impl Config {
         file: &str,
         server: Option<&str>,
     ) -> Result<Self, ConfigError> {
-        #[derive(Deserialize)]
-        struct Doc {
-            #[serde(rename = "mcpServers", alias = "servers")]
-            mcp_servers: BTreeMap<String, serde_json::Value>,
-        }
-        #[derive(Deserialize, Default)]
-        struct Entry {
-            command: Option<String>,
-            #[serde(default)]
-            args: Vec<String>,
-            #[serde(default)]
-            env: BTreeMap<String, String>,
-            cwd: Option<PathBuf>,
-            url: Option<String>,
-            #[serde(default)]
-            headers: BTreeMap<String, String>,
-            #[serde(rename = "type")]
-            kind: Option<String>,
-            transport: Option<String>,
-            #[serde(default)]
-            disabled: bool,
-        }
-        let err = |line: Option<usize>, key: String, message: String| ConfigError {
+        let doc: Doc = serde_json::from_str(text).map_err(|e| ConfigError {
             file: file.to_owned(),
-            line,
-            key,
-            message,
-        };
-        let doc: Doc = serde_json::from_str(text)
-            .map_err(|e| err(Some(e.line()), String::new(), e.to_string()))?;
-        let line_of = |name: &str| {
-            text.lines()
-                .position(|l| l.contains(&format!("\"{name}\"")))
-                .map(|i| i + 1)
-        };
-        let enabled: Vec<&String> = doc
-            .mcp_servers
-            .iter()
-            .filter(|(_, v)| v.get("disabled").and_then(serde_json::Value::as_bool) != Some(true))
-            .map(|(k, _)| k)
-            .collect();
-        let entry_upstream = |name: &str| -> Result<Upstream, ConfigError> {
-            let key = format!("mcpServers.{name}");
-            let entry: Entry = serde_json::from_value(doc.mcp_servers[name].clone())
-                .map_err(|e| err(line_of(name), key.clone(), e.to_string()))?;
-            let _ = entry.disabled;
-            let kind = entry
-                .kind
-                .as_deref()
-                .or(entry.transport.as_deref())
-                .map(|k| k.to_ascii_lowercase().replace(['_', '-'], ""));
-            let raw = match kind.as_deref() {
-                Some("http" | "streamablehttp" | "streamable") => RawUpstream {
-                    url: entry.url,
-                    headers: entry.headers,
-                    ..RawUpstream::default()
-                },
-                Some("sse") => {
-                    return Err(err(
-                        line_of(name),
-                        format!("{key}.type"),
-                        "the SSE transport is deprecated and not supported; use the server's streamable HTTP endpoint (type \"http\")".into(),
-                    ));
-                }
-                Some("stdio") | None => RawUpstream {
-                    command: entry.command,
-                    args: entry.args,
-                    env: entry.env,
-                    cwd: entry.cwd,
-                    url: entry.url,
-                    headers: entry.headers,
-                    oauth: None,
-                },
-                Some(other) => {
-                    return Err(err(
-                        line_of(name),
-                        format!("{key}.type"),
-                        format!("unknown transport `{other}`: expected \"stdio\" or \"http\""),
-                    ));
-                }
-            };
-            if wraps_itself(&raw, file, name) {
-                return Err(err(
-                    line_of(name),
-                    key,
-                    "runs `steadfast proxy` on this same file and entry: it would start itself \
-                     without end. Point the entry at the real server, and wrap it from another \
-                     file or entry"
-                        .into(),
-                ));
-            }
-            let upstream = upstream_from(raw, file, text).map_err(|mut e| {
-                e.key = e.key.replacen("upstream", &key, 1);
-                e.line = e.line.or_else(|| line_of(name));
-                e
-            })?;
-            Ok(upstream)
-        };
+            line: Some(e.line()),
+            key: String::new(),
+            message: e.to_string(),
+        })?;
+        let f = McpFile { text, file, doc };
+        let enabled = f.enabled();
         let name = match server {
-            Some(s) => {
-                let Some(v) = doc.mcp_servers.get(s) else {
-                    return Err(err(
-                        None,
-                        format!("mcpServers.{s}"),
-                        format!(
-                            "no such server (the file has: {})",
-                            doc.mcp_servers
-                                .keys()
-                                .cloned()
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ));
-                };
-                if v.get("disabled").and_then(serde_json::Value::as_bool) == Some(true) {
-                    return Err(err(
-                        line_of(s),
-                        format!("mcpServers.{s}"),
-                        "is disabled (\"disabled\": true)".into(),
-                    ));
-                }
-                s.to_owned()
-            }
+            Some(s) => f.chosen(s)?,
             None if enabled.len() == 1 => enabled[0].clone(),
             None if enabled.is_empty() => {
-                return Err(err(
-                    None,
-                    "mcpServers".into(),
-                    "has no enabled server".into(),
-                ));
+                return Err(f.err(None, "mcpServers".into(), "has no enabled server".into()));
             }
-            None => {
-                // Every enabled entry, behind one endpoint.
-                let mut upstreams = Vec::new();
-                for name in &enabled {
-                    upstreams.push(NamedUpstream {
-                        name: (*name).clone(),
-                        spec: entry_upstream(name)?,
-                        budget: None,
-                    });
-                }
-                let names: Vec<&String> = upstreams.iter().map(|u| &u.name).collect();
-                let defaults = Config::default();
-                if let Some((_, long, message)) =
-                    crate::wire::naming::ambiguous(&names, &defaults.separator)
-                {
-                    return Err(err(line_of(&long), format!("mcpServers.{long}"), message));
-                }
-                if let Some(bad) = names
-                    .iter()
-                    .find(|n| crate::wire::naming::check_upstream_name(n).is_err())
-                {
-                    let message = crate::wire::naming::check_upstream_name(bad)
-                        .err()
-                        .unwrap_or_default();
-                    return Err(err(line_of(bad), format!("mcpServers.{bad}"), message));
-                }
-                return Ok(Config {
-                    upstreams,
-                    ..defaults
-                });
-            }
+            None => return f.all(&enabled),
         };
         Ok(Config {
-            upstream: Some(entry_upstream(&name)?),
+            upstream: Some(f.upstream(&name)?),
             ..Config::default()
         })
     }

@@ -1,6 +1,7 @@
 //! The config reader against real files and every kind of mistake.
 
 use super::*;
+use steadfast::{BreakerConfigBuilder, BudgetConfigBuilder, RetryPolicyBuilder};
 
 #[test]
 fn the_documented_example_is_valid() {

@@ -196,42 +196,46 @@ impl Session {
                     .await;
                 self.forward_to(&route, id, method, params.as_deref()).await
             }
-            None => {
-                let named = ["/name", "/uri", "/ref/name", "/ref/uri"]
-                    .iter()
-                    .find_map(|ptr| p.pointer(ptr).and_then(Value::as_str));
-                match named {
-                    // MCP's "resource not found".
-                    Some(uri) if method.starts_with("resources/") => jsonrpc::error_response(
-                        id,
-                        code::RESOURCE_NOT_FOUND,
-                        &format!(
-                            "resource not found: no upstream of this endpoint lists `{}` \
-                             (upstreams: {})",
-                            steadfast::sanitize(uri),
-                            self.upstream_names()
-                        ),
-                    ),
-                    Some(name) => jsonrpc::error_response(
-                        id,
-                        code::INVALID_PARAMS,
-                        &format!(
-                            "invalid params: no upstream of this endpoint has `{}` (upstreams: \
-                             {})",
-                            steadfast::sanitize(name),
-                            self.upstream_names()
-                        ),
-                    ),
-                    None => jsonrpc::error_response(
-                        id,
-                        code::INVALID_PARAMS,
-                        &format!(
-                            "invalid params: {} needs the name or URI it is about",
-                            steadfast::sanitize(method)
-                        ),
-                    ),
-                }
-            }
+            None => self.not_routed(id, method, &p),
+        }
+    }
+
+    /// The answer to a request no upstream of this endpoint can take: what it named (or that
+    /// it named nothing).
+    fn not_routed(&self, id: &str, method: &str, p: &Value) -> Vec<u8> {
+        let named = ["/name", "/uri", "/ref/name", "/ref/uri"]
+            .iter()
+            .find_map(|ptr| p.pointer(ptr).and_then(Value::as_str));
+        match named {
+            // MCP's "resource not found".
+            Some(uri) if method.starts_with("resources/") => jsonrpc::error_response(
+                id,
+                code::RESOURCE_NOT_FOUND,
+                &format!(
+                    "resource not found: no upstream of this endpoint lists `{}` \
+                     (upstreams: {})",
+                    steadfast::sanitize(uri),
+                    self.upstream_names()
+                ),
+            ),
+            Some(name) => jsonrpc::error_response(
+                id,
+                code::INVALID_PARAMS,
+                &format!(
+                    "invalid params: no upstream of this endpoint has `{}` (upstreams: \
+                     {})",
+                    steadfast::sanitize(name),
+                    self.upstream_names()
+                ),
+            ),
+            None => jsonrpc::error_response(
+                id,
+                code::INVALID_PARAMS,
+                &format!(
+                    "invalid params: {} needs the name or URI it is about",
+                    steadfast::sanitize(method)
+                ),
+            ),
         }
     }
 

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use steadfast::{
-    CallKeys, CancellationToken, Classify, ErrorClass, ErrorCode, LlmError, RetryPolicy,
+    CallKeys, CancellationToken, Classify, ErrorClass, ErrorCode, LlmError, OwnedPermit,
+    RetryBudget, RetryPolicy,
 };
 use steadfast_jobs::JobContext;
 use steadfast_mcp::{CallFailure, ToolCall, ToolPolicy};
@@ -19,6 +20,7 @@ use steadfast_mcp::{CallFailure, ToolCall, ToolPolicy};
 use super::Shared;
 use super::store::{TaskRow, TaskStore, status};
 use super::wire::{llm_result, outcome_unknown, unknown};
+use crate::session::tool_call::Answer;
 
 /// The handler's name in the job store.
 pub(crate) const HANDLER: &str = "steadfast.tools_call";
@@ -86,51 +88,18 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
             .clone()
             .unwrap_or_else(|| llm_result(&outcome_unknown(&row.tool)));
         tracing::warn!(task = %row.task_id, tool = %row.tool, "a durable call was sent before a restart and never answered; not resent (the tool is not idempotent)");
-        store
-            .finish(
-                &row.task_id,
-                status::FAILED,
-                &failure,
-                row.answered,
-                s.now(),
-            )
-            .await
-            .map_err(internal)?;
-        return Ok(());
+        return end_failed(s, store, &row, &failure).await;
     }
     let Some(target) = s.resolver.resolve(&row.tool) else {
         let mut e = LlmError::new(steadfast::LlmErrorCode::InvalidRequest).with_tool(&row.tool);
         e.message = "no upstream serves this tool any more".to_owned();
-        store
-            .finish(
-                &row.task_id,
-                status::FAILED,
-                &llm_result(&e),
-                row.answered,
-                s.now(),
-            )
-            .await
-            .map_err(internal)?;
-        return Ok(());
+        return end_failed(s, store, &row, &llm_result(&e)).await;
     };
     let listed = target.upstream.lists(&target.name);
     let entry = target.tools.entry(&target.key, listed);
     let policy = &entry.settings.policy;
     let params: Value = serde_json::from_str(&row.params).map_err(internal)?;
-    if let Some(budget) = target.tools.budget() {
-        if attempt == 1 {
-            budget.deposit();
-        } else if !budget.try_withdraw() {
-            // As in `steadfast-jobs`: a retry the budget cannot pay for waits the longest
-            // delay the policy allows instead of adding to a burst.
-            return Err(AttemptError {
-                class: ErrorClass::retriable(ErrorCode::new("RETRY_BUDGET"))
-                    .with_retry_after(policy.engine_policy().max_delay()),
-                message: "the upstream's retry budget is spent; this retry waits".to_owned(),
-                declined: false,
-            });
-        }
-    }
+    withdraw(target.tools.budget(), attempt, policy)?;
     let permit = match &entry.breaker {
         Some(b) => match b.try_acquire_owned() {
             Ok(p) => Some(p),
@@ -193,6 +162,56 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
         }
         return Ok(()); // the client cancelled the task
     };
+    settle(s, store, &row, attempt, outcome, permit).await
+}
+
+/// Ends the task as failed without an attempt (`result` says why).
+async fn end_failed(
+    s: &Shared,
+    store: &TaskStore,
+    row: &TaskRow,
+    result: &str,
+) -> Result<(), AttemptError> {
+    store
+        .finish(&row.task_id, status::FAILED, result, row.answered, s.now())
+        .await
+        .map_err(internal)?;
+    Ok(())
+}
+
+/// The upstream's retry budget: the first attempt deposits, a retry withdraws. As in
+/// `steadfast-jobs`, a retry the budget cannot pay for waits the longest delay the policy
+/// allows instead of adding to a burst.
+fn withdraw(
+    budget: Option<RetryBudget>,
+    attempt: i64,
+    policy: &ToolPolicy,
+) -> Result<(), AttemptError> {
+    let Some(budget) = budget else {
+        return Ok(());
+    };
+    if attempt == 1 {
+        budget.deposit();
+    } else if !budget.try_withdraw() {
+        return Err(AttemptError {
+            class: ErrorClass::retriable(ErrorCode::new("RETRY_BUDGET"))
+                .with_retry_after(policy.engine_policy().max_delay()),
+            message: "the upstream's retry budget is spent; this retry waits".to_owned(),
+            declined: false,
+        });
+    }
+    Ok(())
+}
+
+/// Records an attempt's outcome: the task's result, or a failed attempt; the breaker told.
+async fn settle(
+    s: &Shared,
+    store: &TaskStore,
+    row: &TaskRow,
+    attempt: i64,
+    outcome: Result<Answer, CallFailure>,
+    permit: Option<OwnedPermit>,
+) -> Result<(), AttemptError> {
     match outcome {
         Ok(answer) => {
             if let Some(p) = permit {
@@ -217,7 +236,7 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
             if let Some(p) = permit {
                 p.record(f.classify().counts_as_breaker_failure());
             }
-            fail(s, store, &row, attempt, f).await
+            fail(s, store, row, attempt, f).await
         }
     }
 }

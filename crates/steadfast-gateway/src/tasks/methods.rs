@@ -102,32 +102,7 @@ impl Durable {
             .and_then(Value::as_i64)
             .filter(|t| *t > 0)
             .map_or(max_ttl, |t| t.min(max_ttl));
-        if let Some(o) = params.as_object_mut() {
-            o.remove("task");
-            o.insert("name".into(), Value::String(target.name.clone()));
-            // No client follows a durable attempt's progress.
-            if let Some(meta) = o.get_mut("_meta").and_then(Value::as_object_mut) {
-                meta.remove("progressToken");
-                // The gateway runs this call as a task; the upstream must not make another.
-                super::ext::undeclare(meta);
-            }
-            // Traced: the task keeps this request's (SERVER span's) context, so its attempts,
-            // in this process or after a restart, join the request's trace.
-            if steadfast::trace::listening()
-                && let Some(t) = crate::wire::trace_context::current()
-            {
-                let meta = o
-                    .entry("_meta")
-                    .or_insert_with(|| Value::Object(Default::default()));
-                if let Some(m) = meta.as_object_mut() {
-                    m.insert("traceparent".into(), Value::from(t.traceparent));
-                    match t.tracestate {
-                        Some(ts) => m.insert("tracestate".into(), Value::from(ts)),
-                        None => m.remove("tracestate"),
-                    };
-                }
-            }
-        }
+        upstream_params(&mut params, &target.name);
         let mut row = TaskRow {
             task_id: random_id(),
             owner: owner_of(session),
@@ -147,25 +122,8 @@ impl Durable {
         if let Err(e) = self.store().insert(&row).await {
             return store_error(id, e);
         }
-        let opts = JobOptions::new().retry(entry.settings.policy.engine_policy().to_builder());
-        let job = self
-            .jobs
-            .queue(
-                HANDLER,
-                &Payload {
-                    task: row.task_id.clone(),
-                },
-                opts,
-            )
-            .await;
-        match job {
-            Ok(job_id) => {
-                if let Err(e) = self.store().set_job(&row.task_id, job_id).await {
-                    return store_error(id, e);
-                }
-                row.job_id = Some(job_id);
-            }
-            Err(e) => return store_error(id, e),
+        if let Err(e) = self.enqueue(&mut row, &entry.settings.policy).await {
+            return store_error(id, e);
         }
         tracing::info!(task = %row.task_id, tool = %row.tool, "durable call queued");
         metrics::counter!("steadfast_tasks_created_total").increment(1);
@@ -180,6 +138,29 @@ impl Durable {
         }
         let task = task_json(&row, &view, self.poll_ms());
         jsonrpc::result_response(id, &json!({ "task": task }).to_string())
+    }
+
+    /// Queues the job that runs `row`'s call (retried with the tool's policy) and records it.
+    async fn enqueue(
+        &self,
+        row: &mut TaskRow,
+        policy: &steadfast_mcp::ToolPolicy,
+    ) -> Result<(), String> {
+        let opts = JobOptions::new().retry(policy.engine_policy().to_builder());
+        let payload = Payload {
+            task: row.task_id.clone(),
+        };
+        let job_id = self
+            .jobs
+            .queue(HANDLER, &payload, opts)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.store()
+            .set_job(&row.task_id, job_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        row.job_id = Some(job_id);
+        Ok(())
     }
 
     pub(super) fn poll_ms(&self) -> u64 {
@@ -415,4 +396,36 @@ pub(super) fn upstream_has_tasks(session: &Session, task_id: &str) -> bool {
     }
     let up = session.upstream();
     up.offers("tasks") || up.has_task(task_id) || super::ext::offered_by(&up)
+}
+
+/// A durable call's params as the upstream gets them: the tool's own name, no task request,
+/// no progress token (no client follows a durable attempt's progress), the current trace
+/// context kept.
+fn upstream_params(params: &mut Value, name: &str) {
+    if let Some(o) = params.as_object_mut() {
+        o.remove("task");
+        o.insert("name".into(), Value::String(name.to_owned()));
+        // No client follows a durable attempt's progress.
+        if let Some(meta) = o.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove("progressToken");
+            // The gateway runs this call as a task; the upstream must not make another.
+            super::ext::undeclare(meta);
+        }
+        // Traced: the task keeps this request's (SERVER span's) context, so its attempts,
+        // in this process or after a restart, join the request's trace.
+        if steadfast::trace::listening()
+            && let Some(t) = crate::wire::trace_context::current()
+        {
+            let meta = o
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert("traceparent".into(), Value::from(t.traceparent));
+                match t.tracestate {
+                    Some(ts) => m.insert("tracestate".into(), Value::from(ts)),
+                    None => m.remove("tracestate"),
+                };
+            }
+        }
+    }
 }

@@ -256,22 +256,7 @@ impl Session {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
-        let mut req = self.request(reqwest::Method::POST);
-        for (name, value) in modern_headers(&line) {
-            req = req.header(name, value);
-        }
-        // The trace context of the message's `_meta` in the headers too (W3C Trace Context
-        // over HTTP), for servers and HTTP middle boxes that read only those.
-        if let Some((tp, ts)) = crate::wire::trace_context::scan(&line) {
-            req = req.header("traceparent", tp);
-            if let Some(ts) = ts {
-                req = req.header("tracestate", ts);
-            }
-        }
-        let req = req
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(line);
+        let req = self.post_request(line);
         let req = match self.authorize(req).await {
             Ok(r) => r,
             Err(why) => return self.settle(request, Reply::NotSent(why)),
@@ -300,35 +285,11 @@ impl Session {
                 *current = Some(id.to_owned());
             }
         }
+        if self.refused(&mut resp, had_session, request).await {
+            return;
+        }
         let status = resp.status();
-        if had_session && (status.as_u16() == 404 || status.as_u16() == 400) {
-            let body = read_capped(&mut resp, 4096).await.unwrap_or_default();
-            let body = String::from_utf8_lossy(&body).to_lowercase();
-            if status.as_u16() == 404 || body.contains("session") {
-                let why = format!("the upstream session expired (HTTP {})", status.as_u16());
-                self.settle(request, Reply::NotSent(why.clone()));
-                self.close(why);
-                return;
-            }
-            self.settle(request, Reply::Http(status.as_u16(), body));
-            return;
-        }
         if status.as_u16() == 202 || status.as_u16() == 204 {
-            return;
-        }
-        if !status.is_success() {
-            let body = read_capped(&mut resp, 4096).await.unwrap_or_default();
-            let text = String::from_utf8_lossy(&body).into_owned();
-            // A JSON-RPC error in the body is the answer itself.
-            if let Some(id) = request {
-                if let Ok(v) = serde_json::from_slice::<Value>(&body) {
-                    if v.get("error").is_some() && v.get("id").and_then(Value::as_u64) == Some(id) {
-                        self.dispatch(Frame::Line(body[..].into()), request);
-                        return;
-                    }
-                }
-            }
-            self.settle(request, Reply::Http(status.as_u16(), text));
             return;
         }
         let sse = resp
@@ -355,6 +316,66 @@ impl Session {
                 );
             }
         }
+    }
+
+    /// A POST of `line`: its routing headers (modern requests), its trace context, the
+    /// content types.
+    fn post_request(&self, line: Vec<u8>) -> reqwest::RequestBuilder {
+        let mut req = self.request(reqwest::Method::POST);
+        for (name, value) in modern_headers(&line) {
+            req = req.header(name, value);
+        }
+        // The trace context of the message's `_meta` in the headers too (W3C Trace Context
+        // over HTTP), for servers and HTTP middle boxes that read only those.
+        if let Some((tp, ts)) = crate::wire::trace_context::scan(&line) {
+            req = req.header("traceparent", tp);
+            if let Some(ts) = ts {
+                req = req.header("tracestate", ts);
+            }
+        }
+        req.header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(line)
+    }
+
+    /// An error status answers the request (a JSON-RPC error in the body, else the status), or
+    /// ends the upstream session (404, or 400 about the session, on an established one):
+    /// whether it did.
+    async fn refused(
+        &self,
+        resp: &mut reqwest::Response,
+        had_session: bool,
+        request: Option<u64>,
+    ) -> bool {
+        let status = resp.status();
+        if had_session && (status.as_u16() == 404 || status.as_u16() == 400) {
+            let body = read_capped(resp, 4096).await.unwrap_or_default();
+            let body = String::from_utf8_lossy(&body).to_lowercase();
+            if status.as_u16() == 404 || body.contains("session") {
+                let why = format!("the upstream session expired (HTTP {})", status.as_u16());
+                self.settle(request, Reply::NotSent(why.clone()));
+                self.close(why);
+                return true;
+            }
+            self.settle(request, Reply::Http(status.as_u16(), body));
+            return true;
+        }
+        if !status.is_success() {
+            let body = read_capped(resp, 4096).await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&body).into_owned();
+            // A JSON-RPC error in the body is the answer itself.
+            if let Some(id) = request {
+                if let Ok(v) = serde_json::from_slice::<Value>(&body) {
+                    if v.get("error").is_some() && v.get("id").and_then(Value::as_u64) == Some(id) {
+                        self.dispatch(Frame::Line(body[..].into()), request);
+                        return true;
+                    }
+                }
+            }
+            self.settle(request, Reply::Http(status.as_u16(), text));
+            return true;
+        }
+        false
     }
 
     fn dispatch_body(&self, body: Vec<u8>, related: Option<u64>) {

@@ -1,0 +1,176 @@
+//! What the session does with each message the client sends: its dispatch. `initialize`,
+//! `ping`, `tools/call` and cancellation are acted on here; every other request is handed to
+//! the extension (methods it serves) or forwarded, and notifications are relayed.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{Session, span};
+use crate::wire::call_params::CallParams;
+use crate::wire::jsonrpc::{self, Envelope, code};
+
+impl Session {
+    /// A request from the client: answered here (ping, a refusal), or handed to the task that
+    /// answers it.
+    pub(super) fn on_request(self: &Arc<Self>, env: &Envelope<'_>) {
+        let id = env.id.map(RawValue::get).unwrap_or("null");
+        let method = env.method.as_deref().unwrap_or_default();
+        // A stateless session serves only modern requests the HTTP front checked: no second
+        // look at the params.
+        if self.stateless || Self::is_modern_request(env, method) {
+            return self.on_modern_request(env);
+        }
+        match method {
+            "ping" => self
+                .client
+                .respond_capped(id, jsonrpc::result_response(id, "{}")),
+            "initialize" => self.on_initialize(id, env),
+            _ if !self.initialized.load(Ordering::Acquire) => self.refuse(
+                id,
+                code::INVALID_REQUEST,
+                "the session is not initialized: send initialize first",
+            ),
+            // The token's access policy (`identity.rs`): answered here when it forbids.
+            _ if self.refuses(id, method, env.params.map(RawValue::get)) => {}
+            "tools/call" => self.on_tools_call(id, env),
+            _ => self.on_relayed(id, method, env),
+        }
+    }
+
+    /// `initialize`: the upstream's handshake (each upstream's, when there are several),
+    /// answered from the proxy.
+    fn on_initialize(self: &Arc<Self>, id: &str, env: &Envelope<'_>) {
+        let Some((_, reg)) = self.register(id) else {
+            return;
+        };
+        self.initialized.store(true, Ordering::Release);
+        let params = env.params.map_or("{}", RawValue::get).to_owned();
+        self.remember_protocol(&params);
+        let me = self.clone();
+        let id = reg.id.clone();
+        tokio::spawn(async move {
+            let _reg = reg;
+            if me.router.is_namespaced() {
+                me.initialize_all(&id, &params).await;
+            } else {
+                me.initialize(&id, &params).await;
+            }
+        });
+    }
+
+    /// `tools/call`: checked, then claimed by the extension or run with the call's policy.
+    fn on_tools_call(self: &Arc<Self>, id: &str, env: &Envelope<'_>) {
+        let Some((ct, reg)) = self.register(id) else {
+            return;
+        };
+        // Decoded only when something must read or rewrite them; checked either way.
+        let decode = self.router.is_namespaced();
+        let parsed = env.params.map(|p| CallParams::parse(p.get(), decode));
+        let params = match parsed {
+            Some(Ok(Some(p))) => p,
+            Some(Err(e)) => {
+                drop(reg);
+                return self.refuse(id, code::INVALID_PARAMS, &format!("invalid params: {e}"));
+            }
+            _ => {
+                drop(reg);
+                return self.refuse(
+                    id,
+                    code::INVALID_PARAMS,
+                    "invalid params: tools/call needs params with a tool name (a string)",
+                );
+            }
+        };
+        let me = self.clone();
+        let id = reg.id.clone();
+        // A call the extension claims (a task-augmented call to a durable tool: a task
+        // handle at once). (Params with a `task` member are always decoded.)
+        let claimed = match &params {
+            CallParams::Value(v) => self.extension().filter(|x| x.claims_call(self, v)),
+            CallParams::Raw { .. } => None,
+        };
+        let params = match (claimed.cloned(), params) {
+            (Some(x), CallParams::Value(params)) => {
+                tokio::spawn(async move {
+                    let _reg = reg;
+                    // In its SERVER span: the task stores that span's context.
+                    let traced = span::request(&me, &id, "tools/call", Some(&params));
+                    let line = span::answered(traced, "tools/call", x.call(&me, &id, params)).await;
+                    me.client.respond(&id, line);
+                });
+                return;
+            }
+            (_, params) => params,
+        };
+        // Boxed: the call's future is large, and spawning moved it through the runtime's
+        // layers four times; a pointer moves cheaply.
+        tokio::spawn(Box::pin(async move {
+            let _reg = reg;
+            if let Some(line) = crate::session::tool_call::run(&me, &id, params, &ct).await {
+                me.client.respond(&id, line);
+            }
+        }));
+    }
+
+    /// Any other request: served by the extension, or forwarded, and its answer relayed
+    /// unless the client cancels it first.
+    fn on_relayed(self: &Arc<Self>, id: &str, method: &str, env: &Envelope<'_>) {
+        let Some((ct, reg)) = self.register(id) else {
+            return;
+        };
+        let me = self.clone();
+        let id = reg.id.clone();
+        let method = method.to_owned();
+        let params = env.params.map(|p| p.get().to_owned());
+        // Methods the extension serves (tasks/* from the durable store while it is open).
+        let ours = self.extension().filter(|x| x.serves(&method)).cloned();
+        tokio::spawn(async move {
+            let _reg = reg;
+            let answer = async {
+                match &ours {
+                    Some(x) => x.serve(&me, &id, &method, params.as_deref()).await,
+                    None => me.forward(&id, &method, params.as_deref()).await,
+                }
+            };
+            let answer = span::serve(&me, &id, &method, params.as_deref(), answer);
+            tokio::select! {
+                line = answer => me.client.respond(&id, me.filter_list(&method, line)),
+                // A cancelled request is not answered (MCP); dropping the forward
+                // cancels it upstream.
+                _ = ct.cancelled() => {}
+            }
+        });
+    }
+
+    /// A notification from the client: cancellation acted on, the rest relayed.
+    pub(super) fn on_notification(self: &Arc<Self>, env: &Envelope<'_>, line: &[u8]) {
+        match env.method.as_deref().unwrap_or_default() {
+            "notifications/cancelled" => {
+                let Some(params) = env.params else { return };
+                let Ok(v) = serde_json::from_str::<Value>(params.get()) else {
+                    return;
+                };
+                let Some(id) = v.get("requestId") else { return };
+                let id = id.to_string();
+                if let Some(x) = self.extension() {
+                    x.on_cancelled(self, &id);
+                }
+                self.cancel_request(&id);
+            }
+            // The proxy completed the server's handshake itself.
+            "notifications/initialized" => {}
+            _ => {
+                let mut line = line.to_vec();
+                line.push(b'\n');
+                for route in self.router.routes().iter() {
+                    if route.upstream.is_started() {
+                        route.upstream.notify(line.clone());
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The relay to one upstream: its handshake answered to the client, a request forwarded and
+//! its reply turned into the client's answer, a `tools/list` page completed.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::Value;
+
+use super::{Session, progress_token, sanitize_error_object};
+use crate::route::router::Route;
+use crate::upstream::{Params, Reply};
+use crate::wire::jsonrpc::{self, code};
+
+impl Session {
+    /// `initialize` with one upstream: its handshake result, adjusted and extended.
+    pub(super) async fn initialize(self: &Arc<Self>, id: &str, params: &str) {
+        let (upstream, tools) = (self.upstream(), self.tools());
+        self.router.start(params, self.client.clone());
+        let bound = upstream.settings().init_timeout;
+        match upstream.wait_connected(bound).await {
+            Ok(()) => {
+                let config = self.router.config();
+                if let Some(h) = config.health_tool.as_deref().filter(|h| upstream.lists(h)) {
+                    return self.reply_error(
+                        id,
+                        code::INVALID_REQUEST,
+                        &format!(
+                            "[proxy] health_tool = \"{h}\" is also the name of one of the \
+                             upstream's tools; rename the health tool"
+                        ),
+                    );
+                }
+                // Breakers exist from the start for every listed tool, so a shared one hears
+                // of an outage another replica saw before this one calls the tool.
+                for name in upstream.listed_names() {
+                    tools.entry(&name, true);
+                }
+                if !self.warned_unlisted.swap(true, Ordering::Relaxed) {
+                    for name in config.exact_tool_names() {
+                        if !upstream.lists(name) {
+                            tracing::warn!(
+                                tool = name,
+                                "the config sets a policy for a tool the upstream does not list"
+                            );
+                        }
+                    }
+                }
+                let result = upstream.init_result().unwrap_or_else(|| "{}".to_owned());
+                let result = self.adjust_init_result(result);
+                let result = self.extend_initialize(params, result);
+                self.client
+                    .respond(id, jsonrpc::result_response(id, &result));
+                self.client.mark_initialized();
+            }
+            Err(why) if upstream.is_down() => {
+                self.reply_error(
+                    id,
+                    code::UPSTREAM_UNAVAILABLE,
+                    &format!(
+                        "the upstream server ({}) could not be started: {}",
+                        upstream.describe(),
+                        steadfast::sanitize(&why)
+                    ),
+                );
+                self.unstartable.cancel();
+            }
+            Err(why) => self.reply_error(
+                id,
+                code::UPSTREAM_UNAVAILABLE,
+                &format!(
+                    "the upstream server ({}) did not complete its handshake within {:?}: {}",
+                    upstream.describe(),
+                    bound,
+                    steadfast::sanitize(&why)
+                ),
+            ),
+        }
+    }
+
+    /// The server's own `initialize` result, with the tools capability added when only the
+    /// health tool provides tools.
+    pub(super) fn adjust_init_result(&self, result: String) -> String {
+        if self.router.config().health_tool.is_none() || result.contains("\"tools\"") {
+            return result;
+        }
+        match serde_json::from_str::<Value>(&result) {
+            Ok(mut v) => {
+                if let Some(caps) = v.get_mut("capabilities").and_then(Value::as_object_mut) {
+                    caps.entry("tools")
+                        .or_insert_with(|| Value::Object(Default::default()));
+                }
+                v.to_string()
+            }
+            Err(_) => result,
+        }
+    }
+
+    /// Forwards a request and returns the line that answers it.
+    pub(crate) async fn forward(
+        self: &Arc<Self>,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+    ) -> Vec<u8> {
+        if self.router.is_namespaced() {
+            return self.dispatch(id, method, params).await;
+        }
+        let route = self.router.first();
+        self.forward_to(&route, id, method, params).await
+    }
+
+    /// Forwards a request to one upstream and returns the line that answers it.
+    pub(crate) async fn forward_to(
+        self: &Arc<Self>,
+        route: &Route,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+    ) -> Vec<u8> {
+        let upstream = &route.upstream;
+        let link = match upstream.link().await {
+            Ok(l) => l,
+            Err(why) => {
+                return jsonrpc::error_response(
+                    id,
+                    code::UPSTREAM_UNAVAILABLE,
+                    &steadfast::sanitize(&why),
+                );
+            }
+        };
+        // The request's own stream (an HTTP POST answered with server-sent events), if any:
+        // its progress and the server's related requests go there.
+        let stream = self.client.request_stream(id);
+        let progress = params
+            .filter(|p| p.contains("\"progressToken\""))
+            .and_then(progress_token)
+            .map(|token| crate::upstream::ProgressRoute {
+                client: self.client.clone(),
+                token: token.into(),
+                high: Arc::default(),
+                activity: Arc::default(),
+                stream: stream.clone(),
+            });
+        let (guard, rx) = upstream.call_related(
+            &link,
+            method,
+            params.map(Params::Raw),
+            progress,
+            Some(&*self.client),
+            stream,
+        );
+        let bound = upstream.settings().request_timeout;
+        let reply = match tokio::time::timeout(bound, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Reply::Lost("the upstream request was dropped".to_owned()),
+            Err(_) => {
+                drop(guard);
+                return jsonrpc::error_response(
+                    id,
+                    code::UPSTREAM_TIMEOUT,
+                    &format!("the upstream did not answer {method} within {bound:?}"),
+                );
+            }
+        };
+        guard.finish();
+        match reply {
+            Reply::Result(r) if method == "tools/list" && !self.router.is_namespaced() => {
+                jsonrpc::result_response(id, &self.tools_list(&r, params))
+            }
+            Reply::Result(r) => jsonrpc::result_response(id, &r),
+            Reply::Error(e) => jsonrpc::raw_error_response(id, &sanitize_error_object(&e)),
+            Reply::TooLarge(len) => jsonrpc::error_response(
+                id,
+                code::TOO_LARGE,
+                &format!(
+                    "the upstream's reply ({len} bytes) exceeds max_message_size ({} bytes)",
+                    upstream.settings().max_message_size
+                ),
+            ),
+            Reply::NotSent(why) | Reply::Lost(why) => {
+                jsonrpc::error_response(id, code::UPSTREAM_UNAVAILABLE, &steadfast::sanitize(&why))
+            }
+            Reply::Http(status, body) => jsonrpc::error_response(
+                id,
+                code::INTERNAL_ERROR,
+                &steadfast::sanitize(&format!("the upstream answered HTTP {status}: {body}")),
+            ),
+        }
+    }
+
+    /// A `tools/list` page: hints learned, the health tool appended to the last page.
+    fn tools_list(&self, result: &str, params: Option<&str>) -> String {
+        let Ok(mut v) = serde_json::from_str::<Value>(result) else {
+            return result.to_owned();
+        };
+        let first_page = params
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .is_none_or(|p| p.get("cursor").is_none());
+        self.upstream().learn_tools(&v, first_page);
+        let changed = self.extend_tools_list(&mut v);
+        let last_page = v.get("nextCursor").is_none_or(Value::is_null);
+        match (
+            last_page,
+            crate::session::health::tool(&self.router.config()),
+        ) {
+            (true, Some(health)) => {
+                if let Some(tools) = v.get_mut("tools").and_then(Value::as_array_mut) {
+                    tools.push(health);
+                }
+                v.to_string()
+            }
+            _ if changed => v.to_string(),
+            _ => result.to_owned(),
+        }
+    }
+}
