@@ -9,7 +9,6 @@ use chrono::{DateTime, TimeZone, Utc};
 use croner::Cron;
 
 use crate::JobsError;
-use crate::clock::from_ms;
 use crate::options::CatchUp;
 
 /// A parsed recurrence.
@@ -187,12 +186,6 @@ fn next_in<Tz: TimeZone>(cron: &Cron, start: &DateTime<Tz>) -> Option<i64> {
     cron.find_next_occurrence(start, false)
         .ok()
         .map(|t| t.timestamp_millis())
-}
-
-/// Formats a stored time for messages.
-#[allow(dead_code)]
-pub(crate) fn show(ms: i64) -> String {
-    from_ms(ms).to_rfc3339()
 }
 
 #[cfg(test)]

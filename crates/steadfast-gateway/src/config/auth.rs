@@ -25,7 +25,7 @@ pub enum SecretSource {
 /// `introspection = { endpoint, client_id, client_secret_env | client_secret_file }`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawIntrospection {
+pub(crate) struct RawIntrospection {
     /// The RFC 7662 introspection endpoint.
     pub endpoint: Option<String>,
     /// The gateway's client id at the authorization server.
@@ -39,7 +39,7 @@ pub struct RawIntrospection {
 /// `[auth]` as written in the file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawAuth {
+pub(crate) struct RawAuth {
     /// The authorization server's issuer identifier (tokens' `iss`).
     pub issuer: Option<String>,
     /// This gateway's resource URI (RFC 8707): tokens' `aud` must name it.
@@ -113,7 +113,7 @@ pub struct AuthConfig {
 }
 
 /// The algorithms `[auth] algorithms` may name (asymmetric only: RFC 8725 §3.1–3.2).
-pub const ALGORITHMS: [&str; 3] = ["RS256", "ES256", "EdDSA"];
+pub(crate) const ALGORITHMS: [&str; 3] = ["RS256", "ES256", "EdDSA"];
 
 fn is_url(s: &str) -> bool {
     (s.starts_with("https://") || s.starts_with("http://")) && s.len() > "https://".len()
@@ -121,7 +121,7 @@ fn is_url(s: &str) -> bool {
 
 impl RawAuth {
     /// The validated table, or every offending key (relative to `auth`) and what it must be.
-    pub fn validate(&self) -> Result<AuthConfig, Vec<(&'static str, String)>> {
+    pub(crate) fn validate(&self) -> Result<AuthConfig, Vec<(&'static str, String)>> {
         let mut errors: Vec<(&'static str, String)> = Vec::new();
         let mut url = |key: &'static str, v: Option<&String>, required: bool| match v {
             Some(u) if is_url(u) => u.clone(),
@@ -240,7 +240,9 @@ pub struct AccessRule {
 
 /// Checks `[access]`: each key is a scope or `claim:NAME=VALUE`, each pattern a glob. Returns
 /// `(table key, field, message)` for each problem.
-pub fn check_access(access: &BTreeMap<String, AccessRule>) -> Vec<(String, &'static str, String)> {
+pub(crate) fn check_access(
+    access: &BTreeMap<String, AccessRule>,
+) -> Vec<(String, &'static str, String)> {
     let mut errors = Vec::new();
     for (key, rule) in access {
         if key.is_empty() {
@@ -277,7 +279,7 @@ pub fn check_access(access: &BTreeMap<String, AccessRule>) -> Vec<(String, &'sta
 /// `oauth = { … }` on an HTTP upstream: the gateway's own client-credentials token for it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawUpstreamOAuth {
+pub(crate) struct RawUpstreamOAuth {
     /// The authorization server's token endpoint.
     pub token_url: Option<String>,
     /// Or its issuer: the token endpoint is discovered from its metadata.
@@ -320,7 +322,7 @@ pub struct UpstreamOAuth {
 
 impl RawUpstreamOAuth {
     /// The validated table, or the offending key (relative to `oauth`) and what it must be.
-    pub fn validate(&self) -> Result<UpstreamOAuth, (&'static str, String)> {
+    pub(crate) fn validate(&self) -> Result<UpstreamOAuth, (&'static str, String)> {
         let endpoint = match (&self.token_url, &self.issuer) {
             (Some(u), None) if is_url(u) => TokenEndpoint::Url(u.clone()),
             (None, Some(i)) if is_url(i) => TokenEndpoint::Issuer(i.clone()),

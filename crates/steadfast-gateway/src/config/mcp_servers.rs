@@ -191,7 +191,7 @@ impl Config {
     /// `type = "http"` (or `"streamable-http"`) with `url` is an HTTP upstream, and
     /// `disabled: true` entries are skipped. An entry that runs `steadfast proxy` on this same
     /// file and entry is refused: it would wrap itself without end.
-    pub fn parse_mcp_servers(
+    pub(crate) fn parse_mcp_servers(
         text: &str,
         file: &str,
         server: Option<&str>,

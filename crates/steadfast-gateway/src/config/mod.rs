@@ -33,15 +33,15 @@
 //! retry_ambiguous = false            # never replay after a timeout (the default unless annotated)
 //! ```
 
-pub mod auth;
-pub mod limits;
+pub(crate) mod auth;
+pub(crate) mod limits;
 mod locate;
 mod mcp_servers;
 mod parse;
 mod raw;
-pub mod settings;
-pub mod tasks;
-pub mod telemetry;
+pub(crate) mod settings;
+pub(crate) mod tasks;
+pub(crate) mod telemetry;
 
 use parse::upstream_from;
 use raw::*;
@@ -57,14 +57,14 @@ use steadfast_mcp::{ToolPolicy, Upstream};
 
 /// The default per-attempt idle timeout for proxied tool calls: an attempt silent this long
 /// (no result, no progress) is abandoned and the upstream told.
-pub const PROXY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const PROXY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default time budget of one proxied tool call, retries included: with the defaults, a
 /// tool that never answers is answered (TIMEOUT) within three minutes.
-pub const PROXY_MAX_ELAPSED: Duration = Duration::from_secs(170);
+pub(crate) const PROXY_MAX_ELAPSED: Duration = Duration::from_secs(170);
 
 /// How long a list waits for each upstream, by default, before answering without it.
-pub const DEFAULT_LIST_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A configuration error, located in its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,12 +155,12 @@ pub struct Limits {
 
 impl Limits {
     /// Whether any cap is set.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.per_session.is_some() || self.per_tool.is_some() || self.per_upstream.is_some()
     }
 
     /// The library's limit with these caps.
-    pub fn build<C: steadfast::CallCounter>(
+    pub(crate) fn build<C: steadfast::CallCounter>(
         &self,
         counter: C,
     ) -> Result<steadfast::CallLimit<C>, PolicyError> {
@@ -304,7 +304,7 @@ impl Config {
     }
 
     /// Tool names the config gives settings for by exact name (not by glob).
-    pub fn exact_tool_names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn exact_tool_names(&self) -> impl Iterator<Item = &str> {
         self.tools.iter().filter_map(|(p, _)| match p {
             Pattern::Exact(n) => Some(n.as_str()),
             Pattern::Glob(..) => None,
@@ -313,13 +313,13 @@ impl Config {
 
     /// `[tasks]` Whether any tool may be durable (`durable = true` in the defaults or any tool
     /// table): only then is the task store opened.
-    pub fn any_durable(&self) -> bool {
+    pub(crate) fn any_durable(&self) -> bool {
         self.defaults.durable == Some(true)
             || self.tools.iter().any(|(_, s)| s.durable == Some(true))
     }
 
     /// How the upstream is connected, supervised and bounded.
-    pub fn upstream_settings(&self) -> settings::Settings {
+    pub(crate) fn upstream_settings(&self) -> settings::Settings {
         self.settings.clone()
     }
 

@@ -7,7 +7,7 @@ use steadfast::RetryPolicy;
 
 /// How an upstream is kept connected and how long things may take.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The bound on a handshake (and on a client's `initialize` waiting for one).
     pub init_timeout: Duration,
     /// How long a call waits for a (re)starting upstream before it counts as not sent.

@@ -7,7 +7,7 @@ use serde::Deserialize;
 /// `[tasks]` as written in the file (every key optional).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RawTasks {
+pub(crate) struct RawTasks {
     /// `sqlite://path` or `postgres://…`.
     pub store: Option<String>,
     /// How long a task and its result are kept after it was created.
@@ -58,7 +58,7 @@ impl Default for TasksConfig {
 
 impl RawTasks {
     /// The validated settings, or every offending key and what it must be.
-    pub fn validate(&self) -> Result<TasksConfig, Vec<(&'static str, String)>> {
+    pub(crate) fn validate(&self) -> Result<TasksConfig, Vec<(&'static str, String)>> {
         let d = TasksConfig::default();
         let mut errors = Vec::new();
         let store = self.store.clone().unwrap_or(d.store);

@@ -36,7 +36,7 @@ pub struct Telemetry {
 
 impl RawTelemetry {
     /// Every offending key and what it must be.
-    pub fn validate(&self) -> Result<(), Vec<(&'static str, String)>> {
+    pub(crate) fn validate(&self) -> Result<(), Vec<(&'static str, String)>> {
         let mut errors = Vec::new();
         if let Some(e) = &self.endpoint
             && !(e.starts_with("http://") || e.starts_with("https://"))

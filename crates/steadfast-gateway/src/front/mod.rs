@@ -5,5 +5,5 @@
 #[cfg(feature = "http")]
 pub(crate) mod auth;
 #[cfg(feature = "http")]
-pub mod http;
-pub mod stdio;
+pub(crate) mod http;
+pub(crate) mod stdio;

@@ -2,6 +2,6 @@
 //! per-tool state (policies, breakers, budgets, call limits) and the state shared across
 //! replicas. Sits above `upstream/` and below the session.
 
-pub mod router;
-pub mod shared;
-pub mod tools;
+pub(crate) mod router;
+pub(crate) mod shared;
+pub(crate) mod tools;

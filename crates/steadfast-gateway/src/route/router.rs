@@ -20,15 +20,15 @@ use crate::upstream::{Downstream, Upstream};
 /// that lists without end cannot grow the gateway's memory without end. Each complete list
 /// replaces what the previous one taught, so a full table never stays full of names the
 /// upstream no longer lists.
-pub const MAX_NAMES: usize = 10_000;
+pub(crate) const MAX_NAMES: usize = 10_000;
 
 /// The least time between the end of one relist of every upstream's resources (for a URI
 /// nobody listed) and the start of the next: a client reading unknown URIs in a loop costs the
 /// upstreams one relist a second, not one per read.
-pub const RELIST_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const RELIST_EVERY: Duration = Duration::from_secs(1);
 
 /// One upstream behind the endpoint, with its tools' state.
-pub struct Route {
+pub(crate) struct Route {
     /// The upstream's name in the config.
     pub name: String,
     /// Its name as the prefix of its tools' names.
@@ -99,7 +99,7 @@ impl std::fmt::Debug for Route {
 
 /// What kind of name is being mapped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A tool.
     Tool,
     /// A prompt.
@@ -170,7 +170,7 @@ impl Router {
     }
 
     /// Every route now (a snapshot: a reload may change the set afterwards).
-    pub fn routes(&self) -> Arc<Vec<Arc<Route>>> {
+    pub(crate) fn routes(&self) -> Arc<Vec<Arc<Route>>> {
         self.routes
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -178,7 +178,7 @@ impl Router {
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> Arc<crate::Config> {
+    pub(crate) fn config(&self) -> Arc<crate::Config> {
         self.config
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -187,7 +187,7 @@ impl Router {
 
     /// Starts every upstream (once) with a client's `initialize` params, and sends what they
     /// send to `client` too.
-    pub fn start(&self, params: &str, client: Arc<dyn Downstream>) {
+    pub(crate) fn start(&self, params: &str, client: Arc<dyn Downstream>) {
         {
             let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
             if started.0.is_none() {
@@ -209,7 +209,7 @@ impl Router {
     /// Starts every upstream (once) before any client came, with the gateway's own
     /// `initialize` params (`gateway_init_params`); clients that come later are added by
     /// [`Router::start`].
-    pub fn start_early(&self) {
+    pub(crate) fn start_early(&self) {
         let params = gateway_init_params();
         {
             let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
@@ -223,27 +223,22 @@ impl Router {
     }
 
     /// Whether names are namespaced (several upstreams).
-    pub fn is_namespaced(&self) -> bool {
+    pub(crate) fn is_namespaced(&self) -> bool {
         self.separator.is_some()
     }
 
     /// The first route (the only one without namespacing).
-    pub fn first(&self) -> Arc<Route> {
+    pub(crate) fn first(&self) -> Arc<Route> {
         self.routes()[0].clone()
-    }
-
-    /// Whether the upstreams have been started (by a client's `initialize`).
-    pub fn is_started(&self) -> bool {
-        self.started
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .0
-            .is_some()
     }
 
     /// The route and the upstream's own name for a name a client sent; `None` if no upstream
     /// owns it.
-    pub fn resolve<'n>(&self, kind: Kind, name: &'n str) -> Option<(Arc<Route>, Cow<'n, str>)> {
+    pub(crate) fn resolve<'n>(
+        &self,
+        kind: Kind,
+        name: &'n str,
+    ) -> Option<(Arc<Route>, Cow<'n, str>)> {
         let Some(sep) = &self.separator else {
             return Some((self.first(), Cow::Borrowed(name)));
         };
@@ -302,7 +297,7 @@ impl Router {
 
     /// The name clients see for `original` of `route`, remembered for calls; `None` when the
     /// name collides with another of the same upstream after fitting it to the pattern.
-    pub fn expose(&self, route: &Route, kind: Kind, original: &str) -> Option<String> {
+    pub(crate) fn expose(&self, route: &Route, kind: Kind, original: &str) -> Option<String> {
         let exposed = {
             let names = route.names.read().unwrap_or_else(|e| e.into_inner());
             self.exposed_name(route, kind, original, &names.prompts)
@@ -406,7 +401,7 @@ impl Router {
 
     /// The route for a resource URI: the upstream that listed it, else the one whose template
     /// prefix matches it longest; `None` if no upstream claimed it.
-    pub fn route_uri(&self, uri: &str) -> Option<Arc<Route>> {
+    pub(crate) fn route_uri(&self, uri: &str) -> Option<Arc<Route>> {
         if self.separator.is_none() {
             return Some(self.first());
         }
@@ -427,7 +422,7 @@ impl Router {
     }
 
     /// The only route that listed URIs of this URI's scheme (`demo://…`), if exactly one did.
-    pub fn route_scheme(&self, uri: &str) -> Option<Arc<Route>> {
+    pub(crate) fn route_scheme(&self, uri: &str) -> Option<Arc<Route>> {
         let (scheme, _) = uri.split_once("://")?;
         let scheme = format!("{scheme}://");
         let routes = self.routes();
@@ -470,7 +465,7 @@ impl UpstreamSet {
 
 impl Router {
     /// Supervisors (not started yet) and tool state for every upstream of `set`.
-    pub fn build(
+    pub(crate) fn build(
         set: UpstreamSet,
         config: &Arc<crate::Config>,
         shared: &crate::route::shared::Shared,
@@ -527,7 +522,7 @@ impl Router {
     /// started and announced to every client with `list_changed`. Upstreams that did not change
     /// keep their connection, breakers and sessions. A change between one upstream and several
     /// takes a restart (tool names would change under the clients); that is refused, saying so.
-    pub fn reload(&self, config: Arc<crate::Config>) -> Result<Vec<String>, String> {
+    pub(crate) fn reload(&self, config: Arc<crate::Config>) -> Result<Vec<String>, String> {
         let mut changes = Vec::new();
         let current = self.routes();
         if self.separator.is_some() {
@@ -618,7 +613,7 @@ impl Router {
     }
 
     /// Stops every upstream and waits (bounded by their shutdown grace) until they are gone.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let routes = self.routes();
         for r in routes.iter() {
             r.upstream.shutdown();
@@ -628,14 +623,9 @@ impl Router {
         let _ = tokio::time::timeout(grace * 3 + std::time::Duration::from_secs(1), all).await;
     }
 
-    /// Whether at least one upstream is connected.
-    pub fn any_connected(&self) -> bool {
-        self.routes().iter().any(|r| r.upstream.is_connected())
-    }
-
     /// Whether the endpoint is ready (`/readyz`): any upstream connected, or all of them, as
     /// `ready` says; the names of those that are not, otherwise.
-    pub fn ready(&self, ready: crate::config::Ready) -> Result<(), Vec<String>> {
+    pub(crate) fn ready(&self, ready: crate::config::Ready) -> Result<(), Vec<String>> {
         let routes = self.routes();
         let down: Vec<String> = routes
             .iter()
@@ -653,7 +643,7 @@ impl Router {
 /// The `initialize` params the gateway sends an upstream it starts before any client came: the
 /// newest handshake-era revision, and the client capabilities the gateway relays (the server's
 /// requests go to the client whose request they relate to, else the most recent one).
-pub fn gateway_init_params() -> String {
+pub(crate) fn gateway_init_params() -> String {
     serde_json::json!({
         "protocolVersion": "2025-11-25",
         "capabilities": {"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}},

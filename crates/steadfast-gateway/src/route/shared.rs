@@ -11,7 +11,7 @@ use steadfast::{CallCounter, CountedKey, MemoryCounter};
 
 /// Where call counts live.
 #[derive(Debug, Clone)]
-pub enum Counter {
+pub(crate) enum Counter {
     /// In this process.
     Memory(MemoryCounter),
     /// In Redis, shared by every replica.
@@ -31,7 +31,7 @@ impl CallCounter for Counter {
 
 /// The shared state, if configured and reachable.
 #[derive(Clone, Default)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// Counts kept here when there is no Redis: one counter for every upstream's tools, so a
     /// session's cap covers them all (clones share it).
     memory: MemoryCounter,
@@ -48,7 +48,7 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     /// Connects to the configured Redis. An unreachable Redis is not fatal: the proxy runs on
     /// local state and says so.
-    pub async fn connect(config: &crate::Config) -> Self {
+    pub(crate) async fn connect(config: &crate::Config) -> Self {
         #[cfg(feature = "redis")]
         {
             match config.state.connect().await {
@@ -78,7 +78,7 @@ impl Shared {
     }
 
     /// Shares a breaker's state with other replicas (no-op without Redis).
-    pub fn breaker(&self, breaker: &steadfast::CircuitBreaker) {
+    pub(crate) fn breaker(&self, breaker: &steadfast::CircuitBreaker) {
         #[cfg(feature = "redis")]
         if let Some(r) = &self.redis {
             if let Err(e) = r.share_breaker(breaker) {
@@ -90,7 +90,7 @@ impl Shared {
     }
 
     /// Shares a retry budget (no-op without Redis).
-    pub fn budget(&self, name: &str, budget: &steadfast::RetryBudget) {
+    pub(crate) fn budget(&self, name: &str, budget: &steadfast::RetryBudget) {
         #[cfg(feature = "redis")]
         if let Some(r) = &self.redis {
             if let Err(e) = r.share_budget(name, budget) {
@@ -102,7 +102,7 @@ impl Shared {
     }
 
     /// Where call counts live.
-    pub fn counter(&self) -> Counter {
+    pub(crate) fn counter(&self) -> Counter {
         #[cfg(feature = "redis")]
         if let Some(r) = &self.redis {
             return Counter::Redis(r.call_counter());

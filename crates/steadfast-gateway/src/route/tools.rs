@@ -14,7 +14,7 @@ use crate::config::{Config, ResolvedTool};
 
 /// A tool's settings and its breaker.
 #[derive(Debug)]
-pub struct ToolEntry {
+pub(crate) struct ToolEntry {
     /// Policy, breaker config, dependency.
     pub settings: ResolvedTool,
     /// The breaker, unless disabled.
@@ -33,7 +33,7 @@ struct Policies {
 }
 
 /// Every tool's state for one upstream.
-pub struct Tools {
+pub(crate) struct Tools {
     /// The upstream these tools belong to (its budget, and the budget's shared key).
     upstream: String,
     policies: RwLock<Arc<Policies>>,
@@ -53,21 +53,16 @@ impl std::fmt::Debug for Tools {
 }
 
 impl Tools {
-    /// State for the tools configured in `config`, local to this process.
-    pub fn new(config: Arc<Config>) -> Self {
-        Self::with_shared(config, crate::route::shared::Shared::default())
-    }
-
     /// State for the tools configured in `config`; breakers, the budget and call counts are
     /// shared through `shared` when it has a Redis.
-    pub fn with_shared(config: Arc<Config>, shared: crate::route::shared::Shared) -> Self {
+    pub(crate) fn with_shared(config: Arc<Config>, shared: crate::route::shared::Shared) -> Self {
         Self::for_upstream("upstream", config, shared)
     }
 
     /// State for the tools of the upstream named `upstream` among several: its own budget
     /// (`[upstreams.NAME.budget]`, else a copy of `[budget]`); call counts stay shared with
     /// the other upstreams through `shared`, so a session's cap covers all of them.
-    pub fn for_upstream(
+    pub(crate) fn for_upstream(
         upstream: &str,
         config: Arc<Config>,
         shared: crate::route::shared::Shared,
@@ -125,7 +120,7 @@ impl Tools {
     /// Takes a new configuration's policies, limits and budget: calls that start from now on
     /// use them; calls in flight finish under the old ones. Breakers keep their state (a
     /// dependency that is down stays known to be down).
-    pub fn reload(&self, config: Arc<Config>) {
+    pub(crate) fn reload(&self, config: Arc<Config>) {
         let policies = Self::policies(&self.upstream, config, &self.shared);
         *self.policies.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(policies);
         self.entries
@@ -135,22 +130,24 @@ impl Tools {
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> Arc<Config> {
+    pub(crate) fn config(&self) -> Arc<Config> {
         self.current().config.clone()
     }
 
     /// The retry budget, if configured.
-    pub fn budget(&self) -> Option<RetryBudget> {
+    pub(crate) fn budget(&self) -> Option<RetryBudget> {
         self.current().budget.clone()
     }
 
     /// The tool-call limit, if configured.
-    pub fn call_limit(&self) -> Option<Arc<steadfast::CallLimit<crate::route::shared::Counter>>> {
+    pub(crate) fn call_limit(
+        &self,
+    ) -> Option<Arc<steadfast::CallLimit<crate::route::shared::Counter>>> {
         self.current().call_limit.clone()
     }
 
     /// The entry for `name`; a tool the upstream does not list gets the shared default entry.
-    pub fn entry(&self, name: &str, listed: bool) -> Arc<ToolEntry> {
+    pub(crate) fn entry(&self, name: &str, listed: bool) -> Arc<ToolEntry> {
         let policies = self.current();
         if !listed {
             return policies.unlisted.clone();
@@ -186,7 +183,7 @@ impl Tools {
     }
 
     /// Breaker states by tool, or by dependency for tools that share one.
-    pub fn breaker_stats(&self) -> std::collections::BTreeMap<String, BreakerStats> {
+    pub(crate) fn breaker_stats(&self) -> std::collections::BTreeMap<String, BreakerStats> {
         self.breakers
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -19,7 +19,7 @@ use server_requests::{MAX_SERVER_REQUESTS, ServerRequest, ServerRequests};
 static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
 
 /// One connected client.
-pub struct Client {
+pub(crate) struct Client {
     serial: u64,
     /// What goes to the client.
     pub out: Arc<Outbound>,
@@ -54,7 +54,7 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// A client whose queue holds at most `max_notifications` notifications.
-    pub fn new(max_notifications: usize) -> Arc<Self> {
+    pub(crate) fn new(max_notifications: usize) -> Arc<Self> {
         Arc::new(Self {
             serial: NEXT_CLIENT.fetch_add(1, Ordering::Relaxed),
             out: Arc::new(Outbound::new(max_notifications)),
@@ -73,7 +73,7 @@ impl Client {
 
     /// Delivers the response to request `id` (raw JSON): to the front awaiting it, else in
     /// order with everything else on the client's queue.
-    pub fn respond(&self, id: &str, line: Vec<u8>) {
+    pub(crate) fn respond(&self, id: &str, line: Vec<u8>) {
         if let Err(line) = self.to_waiter(id, line) {
             self.out.push(line);
         }
@@ -92,7 +92,7 @@ impl Client {
     /// Like [`Client::respond`], for answers a peer can provoke without limit (to malformed
     /// messages, pings, refusals): on the queue they count against the notification cap, so a
     /// client that floods junk and does not read cannot grow the proxy's memory.
-    pub fn respond_capped(&self, id: &str, line: Vec<u8>) {
+    pub(crate) fn respond_capped(&self, id: &str, line: Vec<u8>) {
         let waiter = self.take_waiter(id);
         match waiter {
             Some(Waiter::Once(tx)) => {
@@ -117,7 +117,7 @@ impl Client {
 
     /// Awaits the response to request `id` apart from the queue (for a front that answers each
     /// request on its own).
-    pub fn await_response(&self, id: &str) -> tokio::sync::oneshot::Receiver<Vec<u8>> {
+    pub(crate) fn await_response(&self, id: &str) -> tokio::sync::oneshot::Receiver<Vec<u8>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.wait(id, Waiter::Once(tx));
         rx
@@ -139,14 +139,14 @@ impl Client {
     /// Opens the stream of request `id` (a front that answers it with server-sent events):
     /// messages related to the request go there, capped at `max_notifications` like the
     /// client's queue, and its response is the stream's last message.
-    pub fn open_stream(&self, id: &str, max_notifications: usize) -> Arc<Outbound> {
+    pub(crate) fn open_stream(&self, id: &str, max_notifications: usize) -> Arc<Outbound> {
         let stream = Arc::new(Outbound::new(max_notifications));
         self.wait(id, Waiter::Stream(stream.clone()));
         stream
     }
 
     /// The open stream of request `id`, if a front streams its related messages.
-    pub fn request_stream(&self, id: &str) -> Option<Arc<Outbound>> {
+    pub(crate) fn request_stream(&self, id: &str) -> Option<Arc<Outbound>> {
         let waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
         if waiters.is_empty() {
             return None; // the stdio front: no lookup per call
@@ -159,7 +159,7 @@ impl Client {
 
     /// Stops awaiting `id` (the front gave up, or the request was cancelled): a stream of it
     /// ends.
-    pub fn forget_response(&self, id: &str) {
+    pub(crate) fn forget_response(&self, id: &str) {
         let gone = self
             .waiters
             .lock()
@@ -171,7 +171,7 @@ impl Client {
     }
 
     /// Stops awaiting every response (the session ended): fronts waiting give up at once.
-    pub fn forget_all(&self) {
+    pub(crate) fn forget_all(&self) {
         let gone: Vec<Waiter> = self
             .waiters
             .lock()
@@ -187,7 +187,12 @@ impl Client {
     }
 
     /// Relays the client's answer (result or error, raw) to the server that asked.
-    pub fn answer_server(&self, id: &str, result: Option<&RawValue>, error: Option<&RawValue>) {
+    pub(crate) fn answer_server(
+        &self,
+        id: &str,
+        result: Option<&RawValue>,
+        error: Option<&RawValue>,
+    ) {
         let Some(req) = self.server_requests.remove(id) else {
             return;
         };

@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::session::Session;
 
 /// The health tool's definition, if the config enables it.
-pub fn tool(config: &Config) -> Option<Value> {
+pub(crate) fn tool(config: &Config) -> Option<Value> {
     let name = config.health_tool.as_ref()?;
     Some(json!({
         "name": name,
@@ -20,7 +20,7 @@ pub fn tool(config: &Config) -> Option<Value> {
 }
 
 /// The health tool's result for `session`.
-pub fn result(session: &Arc<Session>) -> Value {
+pub(crate) fn result(session: &Arc<Session>) -> Value {
     let mut upstreams = serde_json::Map::new();
     let mut tools = serde_json::Map::new();
     let mut breakers = serde_json::Map::new();

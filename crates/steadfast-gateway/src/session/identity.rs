@@ -19,7 +19,7 @@ pub(crate) const FORBIDDEN: i64 = -32010;
 
 /// What a policy is asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Item {
+pub(crate) enum Item {
     /// A tool, by the name clients see.
     Tool,
     /// A prompt, by name.
@@ -39,7 +39,7 @@ impl Item {
 }
 
 /// The verdicts of an access policy for one token (implemented by the front over its policy).
-pub trait Access: Send + Sync {
+pub(crate) trait Access: Send + Sync {
     /// Whether the token may see and use `name`.
     fn allows(&self, item: Item, name: &str) -> bool;
     /// Scopes that would grant the tool `name` (for an `insufficient_scope` answer).
@@ -47,7 +47,7 @@ pub trait Access: Send + Sync {
 }
 
 /// The client of a session, from its token.
-pub struct Identity {
+pub(crate) struct Identity {
     /// The token's subject (`sub`, else its `client_id`).
     pub sub: String,
     /// The token's scopes.
@@ -94,7 +94,7 @@ impl Session {
     /// subject than the one that opened the session is refused (`Err`): a session id is not
     /// a credential another client may borrow.
     #[cfg_attr(not(feature = "http"), allow(dead_code))] // only the HTTP front identifies
-    pub fn identify(&self, identity: Arc<Identity>) -> Result<(), ()> {
+    pub(crate) fn identify(&self, identity: Arc<Identity>) -> Result<(), ()> {
         let mut slot = self.identity.lock().unwrap_or_else(|e| e.into_inner());
         if slot.as_ref().is_some_and(|old| old.sub != identity.sub) {
             return Err(());
@@ -104,7 +104,7 @@ impl Session {
     }
 
     /// The session's client, if the front identified one.
-    pub fn identity(&self) -> Option<Arc<Identity>> {
+    pub(crate) fn identity(&self) -> Option<Arc<Identity>> {
         self.identity
             .lock()
             .unwrap_or_else(|e| e.into_inner())

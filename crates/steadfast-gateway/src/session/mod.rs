@@ -6,16 +6,16 @@
 //! sends is answered: by the server, by the proxy's own error when the server cannot answer in
 //! time, or with a JSON-RPC error naming what was wrong with it.
 
-pub mod client;
+pub(crate) mod client;
 mod dispatch;
 pub(crate) mod extension;
 mod gather;
-pub mod health;
-pub mod identity;
+pub(crate) mod health;
+pub(crate) mod identity;
 mod modern;
 mod relay;
 pub(crate) mod span;
-pub mod tool_call;
+pub(crate) mod tool_call;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +34,7 @@ use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{self, Envelope, Kind, Malformed, code};
 
 /// A client session over the endpoint's upstreams.
-pub struct Session {
+pub(crate) struct Session {
     /// This session's id (call limits count per session).
     pub id: String,
     /// The client's side.
@@ -143,7 +143,7 @@ impl Session {
     }
 
     /// A session for `client` over `upstream`.
-    pub fn new(client: Arc<Client>, router: Arc<Router>, limits: Limits) -> Arc<Self> {
+    pub(crate) fn new(client: Arc<Client>, router: Arc<Router>, limits: Limits) -> Arc<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -156,7 +156,7 @@ impl Session {
     }
 
     /// A session with a given id (the HTTP front's `Mcp-Session-Id`).
-    pub fn with_id(
+    pub(crate) fn with_id(
         id: String,
         client: Arc<Client>,
         router: Arc<Router>,
@@ -184,7 +184,7 @@ impl Session {
 
     /// A session for one request of a modern client (MCP 2026-07-28) over HTTP: nothing of
     /// it outlives the request, and it starts no upstream (the front started them).
-    pub fn stateless(
+    pub(crate) fn stateless(
         id: String,
         client: Arc<Client>,
         router: Arc<Router>,
@@ -198,12 +198,12 @@ impl Session {
     }
 
     /// The first upstream (the only one unless several are configured).
-    pub fn upstream(&self) -> Arc<Upstream> {
+    pub(crate) fn upstream(&self) -> Arc<Upstream> {
         self.router.first().upstream.clone()
     }
 
     /// The first upstream's tool state; its config is every route's.
-    pub fn tools(&self) -> Arc<Tools> {
+    pub(crate) fn tools(&self) -> Arc<Tools> {
         self.router.first().tools.clone()
     }
 
@@ -261,7 +261,7 @@ impl Session {
     }
 
     /// Requests in flight now.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -270,7 +270,7 @@ impl Session {
 
     /// Cancels every request in flight (the client went away): their upstream requests are
     /// cancelled as their tasks drop them.
-    pub fn cancel_all(&self) {
+    pub(crate) fn cancel_all(&self) {
         self.closed.cancel();
         let drained: Vec<CancellationToken> = self
             .in_flight
@@ -288,7 +288,7 @@ impl Session {
     /// Cancels the client's request `id` (raw JSON) if it is in flight: it is not answered
     /// (MCP), its upstream request is cancelled as its task drops it, and a front waiting for
     /// it stops waiting.
-    pub fn cancel_request(&self, id: &str) {
+    pub(crate) fn cancel_request(&self, id: &str) {
         let ct = self
             .in_flight
             .lock()
@@ -302,7 +302,7 @@ impl Session {
     }
 
     /// Handles one frame from the client.
-    pub fn on_frame(self: &Arc<Self>, frame: Frame) {
+    pub(crate) fn on_frame(self: &Arc<Self>, frame: Frame) {
         match frame {
             Frame::Line(line) => self.on_line(&line),
             Frame::TooLarge { head, len, .. } => {

@@ -28,7 +28,7 @@ use serde_json::Value;
 use steadfast::CancellationToken;
 use steadfast_jobs::{Clock, Jobs, SystemClock, WorkerConfig, WorkerHandle};
 
-pub use crate::config::tasks::TasksConfig;
+pub(crate) use crate::config::tasks::TasksConfig;
 
 use crate::route::tools::Tools;
 use crate::session::Session;
@@ -38,7 +38,7 @@ use futures::future::BoxFuture;
 
 /// Where a tool's calls go: the upstream, its per-tool state, and the tool's name there.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     /// The upstream serving the tool.
     pub upstream: Arc<Upstream>,
     /// Its per-tool state (policies, breakers, budget, call limit).
@@ -51,7 +51,7 @@ pub struct Target {
 }
 
 /// Finds the upstream for a tool name as the client writes it.
-pub trait Resolve: Send + Sync + 'static {
+pub(crate) trait Resolve: Send + Sync + 'static {
     /// The target of `tool`, if any upstream serves it.
     fn resolve(&self, tool: &str) -> Option<Target>;
 }
@@ -114,7 +114,7 @@ impl Shared {
 }
 
 /// The durable-call service: the task store, its jobs and their worker.
-pub struct Durable {
+pub(crate) struct Durable {
     shared: Arc<Shared>,
     jobs: Jobs,
     config: TasksConfig,
@@ -135,7 +135,7 @@ impl std::fmt::Debug for Durable {
 impl Durable {
     /// Opens the task store when some tool is `durable = true` (`None` otherwise: nothing
     /// changes for anyone).
-    pub async fn open(
+    pub(crate) async fn open(
         config: &crate::Config,
         resolver: Arc<dyn Resolve>,
     ) -> Result<Option<Arc<Self>>, String> {
@@ -148,7 +148,7 @@ impl Durable {
     }
 
     /// Opens the store with a given clock (tests use a manual one).
-    pub async fn open_with(
+    pub(crate) async fn open_with(
         config: TasksConfig,
         resolver: Arc<dyn Resolve>,
         clock: Arc<dyn Clock>,
@@ -195,7 +195,7 @@ impl Durable {
 
     /// Starts the job worker (once) and the purge of expired tasks. Called when a client has
     /// initialized, so the upstream is started before a job needs it.
-    pub fn start(self: &Arc<Self>) {
+    pub(crate) fn start(self: &Arc<Self>) {
         let mut worker = self.worker.lock().unwrap_or_else(|e| e.into_inner());
         if worker.is_some() {
             return;
@@ -226,7 +226,7 @@ impl Durable {
     }
 
     /// Deletes expired tasks and the finished jobs behind them.
-    pub async fn purge(&self) {
+    pub(crate) async fn purge(&self) {
         let now = self.shared.now();
         if let Err(e) = self.store().purge(now).await {
             tracing::warn!(error = %steadfast::sanitize(&e.to_string()), "[tasks] purging expired tasks failed");
@@ -245,7 +245,7 @@ impl Durable {
 
     /// Stops the worker: running attempts get its grace period, then are cancelled (their
     /// upstream requests too) and their leases released.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let handle = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = handle {
             let _ = h.shutdown().await;
@@ -273,7 +273,7 @@ impl Clock for ClockRef {
 /// A session's view of the service, installed by the front as the session's extension, and
 /// whether this client knows tasks (so the server's task support is advertised to it).
 #[derive(Debug)]
-pub struct SessionTasks {
+pub(crate) struct SessionTasks {
     durable: Arc<Durable>,
     client: AtomicBool,
     /// The tasks this session's `tools/call` requests created, by request id, newest last, so
@@ -286,7 +286,7 @@ const REMEMBERED: usize = 256;
 
 impl SessionTasks {
     /// The service for one session.
-    pub fn new(durable: Arc<Durable>) -> Arc<Self> {
+    pub(crate) fn new(durable: Arc<Durable>) -> Arc<Self> {
         Arc::new(Self {
             durable,
             client: AtomicBool::new(false),

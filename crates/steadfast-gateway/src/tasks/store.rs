@@ -9,13 +9,13 @@ use sqlx::{AnyPool, Row};
 
 /// Status names, as the MCP 2025-11-25 `Task` writes them.
 pub(crate) mod status {
-    pub const WORKING: &str = "working";
-    pub const COMPLETED: &str = "completed";
-    pub const FAILED: &str = "failed";
-    pub const CANCELLED: &str = "cancelled";
+    pub(crate) const WORKING: &str = "working";
+    pub(crate) const COMPLETED: &str = "completed";
+    pub(crate) const FAILED: &str = "failed";
+    pub(crate) const CANCELLED: &str = "cancelled";
 
     /// Whether a status is final.
-    pub fn is_terminal(s: &str) -> bool {
+    pub(crate) fn is_terminal(s: &str) -> bool {
         matches!(s, COMPLETED | FAILED | CANCELLED)
     }
 }
@@ -60,7 +60,7 @@ pub(crate) struct TaskStore {
 
 impl TaskStore {
     /// Creates the table if needed.
-    pub async fn open(pool: AnyPool) -> Result<Self, sqlx::Error> {
+    pub(crate) async fn open(pool: AnyPool) -> Result<Self, sqlx::Error> {
         sqlx::query(
             "CREATE TABLE IF NOT EXISTS steadfast_tasks (task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, \
              job_id BIGINT, tool TEXT NOT NULL, params TEXT NOT NULL, replay BIGINT NOT NULL, \
@@ -78,7 +78,7 @@ impl TaskStore {
         Ok(Self { pool })
     }
 
-    pub async fn insert(&self, t: &TaskRow) -> Result<(), sqlx::Error> {
+    pub(crate) async fn insert(&self, t: &TaskRow) -> Result<(), sqlx::Error> {
         sqlx::query(&format!(
             "INSERT INTO steadfast_tasks ({COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
         ))
@@ -101,7 +101,7 @@ impl TaskStore {
         Ok(())
     }
 
-    pub async fn set_job(&self, task_id: &str, job_id: i64) -> Result<(), sqlx::Error> {
+    pub(crate) async fn set_job(&self, task_id: &str, job_id: i64) -> Result<(), sqlx::Error> {
         sqlx::query("UPDATE steadfast_tasks SET job_id = $1 WHERE task_id = $2")
             .bind(job_id)
             .bind(task_id)
@@ -111,7 +111,11 @@ impl TaskStore {
     }
 
     /// A task that has not expired at `now`.
-    pub async fn get(&self, task_id: &str, now: i64) -> Result<Option<TaskRow>, sqlx::Error> {
+    pub(crate) async fn get(
+        &self,
+        task_id: &str,
+        now: i64,
+    ) -> Result<Option<TaskRow>, sqlx::Error> {
         let row = sqlx::query(&format!(
             "SELECT {COLS} FROM steadfast_tasks WHERE task_id = $1 AND created_at + ttl_ms > $2"
         ))
@@ -123,7 +127,7 @@ impl TaskStore {
     }
 
     /// `owner`'s unexpired tasks, oldest first, from `offset`.
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         owner: &str,
         now: i64,
@@ -144,7 +148,7 @@ impl TaskStore {
     }
 
     /// Tasks still working (the cap on new ones).
-    pub async fn active(&self, now: i64) -> Result<u64, sqlx::Error> {
+    pub(crate) async fn active(&self, now: i64) -> Result<u64, sqlx::Error> {
         let n: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM steadfast_tasks WHERE status = 'working' AND created_at + ttl_ms > $1",
         )
@@ -157,7 +161,7 @@ impl TaskStore {
     /// Records attempt `attempt` as sent, with the failure the task ends with if no answer is
     /// ever recorded. Written before the request goes out: after a crash, a row with
     /// `sent > answered` is a call that may have taken effect.
-    pub async fn mark_sent(
+    pub(crate) async fn mark_sent(
         &self,
         task_id: &str,
         attempt: i64,
@@ -178,7 +182,7 @@ impl TaskStore {
     }
 
     /// Records a failed attempt's outcome (the task goes on, or ends with `failure`).
-    pub async fn record_failure(
+    pub(crate) async fn record_failure(
         &self,
         task_id: &str,
         attempt: i64,
@@ -199,7 +203,7 @@ impl TaskStore {
     }
 
     /// Ends a working task; false when it had already ended (cancelled meanwhile).
-    pub async fn finish(
+    pub(crate) async fn finish(
         &self,
         task_id: &str,
         status: &str,
@@ -222,7 +226,7 @@ impl TaskStore {
     }
 
     /// Deletes expired tasks; returns how many.
-    pub async fn purge(&self, now: i64) -> Result<u64, sqlx::Error> {
+    pub(crate) async fn purge(&self, now: i64) -> Result<u64, sqlx::Error> {
         let done = sqlx::query("DELETE FROM steadfast_tasks WHERE created_at + ttl_ms <= $1")
             .bind(now)
             .execute(&self.pool)

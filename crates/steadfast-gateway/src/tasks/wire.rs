@@ -17,7 +17,7 @@ pub(crate) struct View {
 }
 
 impl View {
-    pub fn is_terminal(&self) -> bool {
+    pub(crate) fn is_terminal(&self) -> bool {
         status::is_terminal(self.status)
     }
 }

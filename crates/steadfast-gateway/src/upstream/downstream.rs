@@ -14,7 +14,7 @@ use super::{Link, Upstream};
 use crate::wire::outbound::Outbound;
 
 /// One connected client, as seen from an upstream.
-pub trait Downstream: Send + Sync + 'static {
+pub(crate) trait Downstream: Send + Sync + 'static {
     /// A number unique to the client in this process: an upstream remembers a client by it
     /// without holding a reference.
     fn serial(&self) -> u64;

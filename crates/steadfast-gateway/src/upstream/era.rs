@@ -9,7 +9,7 @@ use super::Upstream;
 
 impl Upstream {
     /// Whether the connection speaks MCP 2026-07-28 (see `supervisor::probe`).
-    pub fn is_modern(&self) -> bool {
+    pub(crate) fn is_modern(&self) -> bool {
         self.modern.load(Ordering::Relaxed)
     }
 

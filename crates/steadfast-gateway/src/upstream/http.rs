@@ -24,7 +24,7 @@ const PROTOCOL: &str = "mcp-protocol-version";
 const KEEP: usize = 64 * 1024;
 
 /// One HTTP session with the server.
-pub struct Session {
+pub(crate) struct Session {
     client: reqwest::Client,
     url: String,
     headers: HeaderMap,

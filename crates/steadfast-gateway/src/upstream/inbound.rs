@@ -262,7 +262,7 @@ impl Upstream {
     }
 
     /// Relays a client's reply to a request the server sent, if its connection still lives.
-    pub fn reply_to_server(&self, generation: u64, line: Vec<u8>) {
+    pub(crate) fn reply_to_server(&self, generation: u64, line: Vec<u8>) {
         if let LinkState::Up(link) = &*self.state.borrow() {
             if link.generation() == generation {
                 let _ = link.send(line, None);

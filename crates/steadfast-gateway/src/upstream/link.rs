@@ -15,7 +15,7 @@ pub(super) enum Transport {
 
 /// One connection (one child process, or one HTTP session). A restart makes a new one with a
 /// higher generation, so replies and cancels meant for the old one go nowhere.
-pub struct Link {
+pub(crate) struct Link {
     generation: u64,
     closed: CancellationToken,
     pub(super) transport: Transport,
@@ -39,12 +39,12 @@ impl Link {
     }
 
     /// Which connection this is (1 for the first).
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation
     }
 
     /// Whether the connection has ended.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
     }
 
@@ -59,7 +59,7 @@ impl Link {
     }
 
     /// Whether this is an HTTP session (each message its own exchange).
-    pub fn is_http(&self) -> bool {
+    pub(crate) fn is_http(&self) -> bool {
         match &self.transport {
             Transport::Stdio(_) => false,
             #[cfg(feature = "http")]
@@ -69,7 +69,7 @@ impl Link {
 
     /// Writes one message. `request` is the upstream id when a reply is expected. An error
     /// means the message was certainly not delivered.
-    pub fn send(&self, line: Vec<u8>, request: Option<u64>) -> Result<(), String> {
+    pub(crate) fn send(&self, line: Vec<u8>, request: Option<u64>) -> Result<(), String> {
         self.send_inner(line, request, None)
     }
 
@@ -111,7 +111,7 @@ impl Link {
     }
 
     /// Tells the server to stop working on request `id`.
-    pub fn cancel(&self, id: u64, reason: &str) {
+    pub(crate) fn cancel(&self, id: u64, reason: &str) {
         let params = serde_json::json!({"requestId": id, "reason": reason}).to_string();
         let _ = self.send(
             jsonrpc::notification("notifications/cancelled", Some(&params)),

@@ -31,11 +31,11 @@ use steadfast_mcp::Upstream as UpstreamSpec;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::config::settings::Settings;
-pub use downstream::Downstream;
-pub use link::Link;
+pub(crate) use crate::config::settings::Settings;
+pub(crate) use downstream::Downstream;
+pub(crate) use link::Link;
 use pending::Pending;
-pub use pending::{Params, ProgressRoute, Reply};
+pub(crate) use pending::{Params, ProgressRoute, Reply};
 pub use stdio::DEPTH_VAR;
 
 /// How deeply proxies may wrap proxies before the next refuses to start (a config entry that
@@ -59,7 +59,7 @@ pub fn check_depth() -> Result<(), String> {
 
 /// The state of the connection, published to everyone who waits for it.
 #[derive(Clone)]
-pub enum LinkState {
+pub(crate) enum LinkState {
     /// Not connected (yet, or any more); why. Worth waiting for: the supervisor is (re)starting
     /// it on its backoff.
     Down(Arc<str>),
@@ -73,7 +73,7 @@ pub enum LinkState {
 }
 
 /// One upstream server and everything in flight toward it.
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// The name the upstream has in the config.
     pub name: String,
     spec: UpstreamSpec,
@@ -126,7 +126,11 @@ impl std::fmt::Debug for Upstream {
 
 impl Upstream {
     /// An upstream that starts when [`Upstream::start`] is called.
-    pub fn new(name: impl Into<String>, spec: UpstreamSpec, settings: Settings) -> Arc<Self> {
+    pub(crate) fn new(
+        name: impl Into<String>,
+        spec: UpstreamSpec,
+        settings: Settings,
+    ) -> Arc<Self> {
         let (state, _) = watch::channel(LinkState::Down("not started".into()));
         Arc::new(Self {
             name: name.into(),
@@ -173,23 +177,23 @@ impl Upstream {
     }
 
     /// Whether the upstream is a streamable-HTTP one (`network.transport` is `tcp`).
-    pub fn is_http(&self) -> bool {
+    pub(crate) fn is_http(&self) -> bool {
         !matches!(self.spec, UpstreamSpec::Command { .. })
     }
 
     /// How the upstream is reached (a reload compares it).
-    pub fn spec(&self) -> &UpstreamSpec {
+    pub(crate) fn spec(&self) -> &UpstreamSpec {
         &self.spec
     }
 
     /// The upstream's command or URL, safe to show (arguments can carry tokens).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         steadfast::sanitize(&self.spec.to_string()).into_owned()
     }
 
     /// Starts the supervisor once, initializing the server with the client's own
     /// `initialize` params (raw JSON) and sending what it sends to `client`.
-    pub fn start(self: &Arc<Self>, init_params: &str, client: Arc<dyn Downstream>) {
+    pub(crate) fn start(self: &Arc<Self>, init_params: &str, client: Arc<dyn Downstream>) {
         {
             let mut clients = self.clients.write().unwrap_or_else(|e| e.into_inner());
             clients.retain(|c| c.strong_count() > 0);
@@ -206,7 +210,7 @@ impl Upstream {
     /// Starts the supervisor once, initializing the server with `init_params` (raw JSON),
     /// before any client is there (the HTTP front starts its upstreams with the gateway, so
     /// that readiness means ready).
-    pub fn start_alone(self: &Arc<Self>, init_params: &str) {
+    pub(crate) fn start_alone(self: &Arc<Self>, init_params: &str) {
         let _ = self.init_params.set(init_params.to_owned());
         if self.started.set(()).is_ok() {
             tokio::spawn(supervisor::run(self.clone()));
@@ -224,36 +228,36 @@ impl Upstream {
     }
 
     /// Whether the supervisor has started.
-    pub fn is_started(&self) -> bool {
+    pub(crate) fn is_started(&self) -> bool {
         self.started.get().is_some()
     }
 
     /// Stops the supervisor and the connection (the child is terminated).
-    pub fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         self.shutdown.cancel();
     }
 
     /// Whether this upstream created task `task` for one of our calls (its own tasks, relayed).
-    pub fn has_task(&self, task: &str) -> bool {
+    pub(crate) fn has_task(&self, task: &str) -> bool {
         self.task_owners.get(task).is_some()
     }
 
     /// Resolves once [`Upstream::shutdown`] has been called (a reload removed it, or the proxy
     /// is stopping).
-    pub async fn shutting_down(&self) {
+    pub(crate) async fn shutting_down(&self) {
         self.shutdown.cancelled().await;
     }
 
     /// Resolves when the supervisor has stopped and the child is gone (at once if it never
     /// started).
-    pub async fn stopped(&self) {
+    pub(crate) async fn stopped(&self) {
         if self.is_started() {
             self.stopped.cancelled().await;
         }
     }
 
     /// The server's `initialize` result, once connected.
-    pub fn init_result(&self) -> Option<String> {
+    pub(crate) fn init_result(&self) -> Option<String> {
         self.init_result
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -262,7 +266,7 @@ impl Upstream {
 
     /// Whether the server's `initialize` result declares `capability` (`"tools"`,
     /// `"resources"`, `"tasks"`, …); false before it is connected.
-    pub fn offers(&self, capability: &str) -> bool {
+    pub(crate) fn offers(&self, capability: &str) -> bool {
         self.init_result
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -276,17 +280,17 @@ impl Upstream {
     }
 
     /// Restarts so far.
-    pub fn restarts(&self) -> u64 {
+    pub(crate) fn restarts(&self) -> u64 {
         self.restarts.load(Ordering::Relaxed)
     }
 
     /// Whether the upstream is connected now.
-    pub fn is_connected(&self) -> bool {
+    pub(crate) fn is_connected(&self) -> bool {
         matches!(&*self.state.borrow(), LinkState::Up(_))
     }
 
     /// Whether the server listed `tool` (per-tool state is kept only for those).
-    pub fn lists(&self, tool: &str) -> bool {
+    pub(crate) fn lists(&self, tool: &str) -> bool {
         self.listed
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -294,7 +298,7 @@ impl Upstream {
     }
 
     /// The names of the tools the server listed.
-    pub fn listed_names(&self) -> Vec<String> {
+    pub(crate) fn listed_names(&self) -> Vec<String> {
         self.listed
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -304,7 +308,7 @@ impl Upstream {
     }
 
     /// The tool's (readOnlyHint, idempotentHint), as last listed.
-    pub fn hints(&self, tool: &str) -> (bool, bool) {
+    pub(crate) fn hints(&self, tool: &str) -> (bool, bool) {
         self.annotations
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -314,7 +318,7 @@ impl Upstream {
     }
 
     /// Learns tool names and replay-safety hints from a `tools/list` result.
-    pub fn learn_tools(&self, result: &Value, first_page: bool) {
+    pub(crate) fn learn_tools(&self, result: &Value, first_page: bool) {
         let Some(tools) = result.get("tools").and_then(Value::as_array) else {
             return;
         };
@@ -345,7 +349,7 @@ impl Upstream {
     /// upstream in a crash loop (twice in a row it completed a handshake and died soon after)
     /// is not waited for: the call fails at once, saying why, and the supervisor keeps trying
     /// on its backoff. An upstream that cannot be reached at all is waited for.
-    pub async fn link(&self) -> Result<Arc<Link>, String> {
+    pub(crate) async fn link(&self) -> Result<Arc<Link>, String> {
         // Connected (the common case): no receiver, no timer.
         if let LinkState::Up(link) = &*self.state.borrow() {
             if !link.is_closed() {
@@ -403,14 +407,14 @@ impl Upstream {
     }
 
     /// How often the supervisor probes an upstream that is down ([`LinkState::Failed`]).
-    pub fn probe_every(&self) -> Duration {
+    pub(crate) fn probe_every(&self) -> Duration {
         Duration::from_millis(self.probe_ms.load(Ordering::Relaxed))
     }
 
     /// Tells the model the truth about a call that failed because the upstream is down for
     /// good (until a probe brings it back): the server is down, so calling again at once
     /// fails the same way; `retryAfterMs` says when the next probe is.
-    pub fn explain_down(&self, llm: &mut steadfast::LlmError) {
+    pub(crate) fn explain_down(&self, llm: &mut steadfast::LlmError) {
         if llm.code != steadfast::LlmErrorCode::ServiceUnavailable || !self.is_down() {
             return;
         }
@@ -433,13 +437,13 @@ impl Upstream {
 
     /// Whether the upstream is down and not worth waiting for (see [`LinkState::Failed`]): a
     /// call fails at once, and the model is told the server is down.
-    pub fn is_down(&self) -> bool {
+    pub(crate) fn is_down(&self) -> bool {
         matches!(&*self.state.borrow(), LinkState::Failed(_))
     }
 
     /// The live connection now, without waiting for one (a list that gathers several upstreams
     /// skips one that is down rather than wait for it).
-    pub fn live_link(&self) -> Option<Arc<Link>> {
+    pub(crate) fn live_link(&self) -> Option<Arc<Link>> {
         match &*self.state.borrow() {
             LinkState::Up(link) if !link.is_closed() => Some(link.clone()),
             _ => None,
@@ -447,7 +451,7 @@ impl Upstream {
     }
 
     /// Why the upstream is not connected now (`None` when it is).
-    pub fn down_reason(&self) -> Option<String> {
+    pub(crate) fn down_reason(&self) -> Option<String> {
         match &*self.state.borrow() {
             LinkState::Down(why) | LinkState::Failed(why) => Some(why.to_string()),
             LinkState::Up(_) => None,
@@ -456,7 +460,7 @@ impl Upstream {
 
     /// Waits up to `bound` for the first connection; the reason it is down otherwise. An
     /// upstream that cannot start ([`LinkState::Failed`]) is not waited for.
-    pub async fn wait_connected(&self, bound: Duration) -> Result<(), String> {
+    pub(crate) async fn wait_connected(&self, bound: Duration) -> Result<(), String> {
         let mut rx = self.state.subscribe();
         let wait = async {
             loop {

@@ -16,7 +16,7 @@ use crate::wire::outbound::Outbound;
 
 /// How a reply came back (or did not).
 #[derive(Debug)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A result, as raw JSON text.
     Result(String),
     /// A JSON-RPC error object, as raw JSON text.
@@ -34,7 +34,7 @@ pub enum Reply {
 
 /// Where progress for a request goes.
 #[derive(Debug, Clone)]
-pub struct ProgressRoute {
+pub(crate) struct ProgressRoute {
     /// The client's queue.
     pub client: Arc<dyn Downstream>,
     /// The client's own token, as raw JSON.
@@ -67,7 +67,7 @@ pub(super) struct Pending {
 
 /// A request's params: decoded, or raw text to pass on as it is.
 #[derive(Debug, Clone, Copy)]
-pub enum Params<'a> {
+pub(crate) enum Params<'a> {
     /// A value.
     Value(&'a Value),
     /// Raw JSON text.
@@ -88,7 +88,7 @@ impl Upstream {
     /// Sends a request whose reply the caller awaits. The returned guard sends
     /// `notifications/cancelled` upstream if it is dropped before the reply arrives. With a
     /// progress route, the request's progress token is replaced by its upstream id.
-    pub fn call(
+    pub(crate) fn call(
         self: &Arc<Self>,
         link: &Arc<Link>,
         method: &str,
@@ -101,7 +101,7 @@ impl Upstream {
     /// [`Upstream::call`] on behalf of `origin`, the client whose request this is: requests the
     /// server sends while it works on it (sampling, elicitation, roots) are routed to that
     /// client.
-    pub fn call_from(
+    pub(crate) fn call_from(
         self: &Arc<Self>,
         link: &Arc<Link>,
         method: &str,
@@ -115,7 +115,7 @@ impl Upstream {
     /// [`Upstream::call_from`] for a client request that has a stream of its own (`stream`,
     /// opened by the front): requests and logs the server relates to this call go
     /// on it.
-    pub fn call_related(
+    pub(crate) fn call_related(
         self: &Arc<Self>,
         link: &Arc<Link>,
         method: &str,
@@ -173,7 +173,7 @@ impl Upstream {
     }
 
     /// Sends a notification from the client to the server, if connected.
-    pub fn notify(&self, line: Vec<u8>) {
+    pub(crate) fn notify(&self, line: Vec<u8>) {
         if let LinkState::Up(link) = &*self.state.borrow() {
             let _ = link.send(line, None);
         }
@@ -258,7 +258,7 @@ fn with_progress_token(params: &Value, token: Option<u64>) -> String {
 }
 
 /// A request in flight; dropping it before the reply tells the server to stop.
-pub struct InFlight {
+pub(crate) struct InFlight {
     upstream: Arc<Upstream>,
     link: Arc<Link>,
     id: u64,
@@ -267,12 +267,13 @@ pub struct InFlight {
 
 impl InFlight {
     /// The request's upstream id.
-    pub fn id(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
     /// Marks the reply as received: nothing to cancel.
-    pub fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         self.done = true;
     }
 }

@@ -17,7 +17,7 @@ use crate::wire::framing::LineReader;
 pub const DEPTH_VAR: &str = "STEADFAST_PROXY_DEPTH";
 
 /// A running child and its connection.
-pub struct Process {
+pub(crate) struct Process {
     pub link: Arc<Link>,
     child: Child,
     /// The last lines the child wrote to stderr (copied through to the proxy's own stderr):
@@ -56,7 +56,7 @@ impl Tail {
 }
 
 /// Why a child could not be started, and whether trying again soon could help.
-pub struct SpawnError {
+pub(crate) struct SpawnError {
     /// What happened, safe to show.
     pub why: String,
     /// The command does not exist or may not be executed: no retry fixes that.
@@ -64,7 +64,7 @@ pub struct SpawnError {
 }
 
 /// Starts the child and the tasks that read and write its pipes.
-pub async fn spawn(up: &Arc<Upstream>, generation: u64) -> Result<Process, SpawnError> {
+pub(crate) async fn spawn(up: &Arc<Upstream>, generation: u64) -> Result<Process, SpawnError> {
     let steadfast_mcp::Upstream::Command {
         command,
         args,
@@ -178,7 +178,7 @@ async fn copy_stderr(mut from: tokio::process::ChildStderr, tail: Arc<Mutex<Tail
 impl Process {
     /// Resolves when the connection ends or the child exits; why, with the end of the child's
     /// stderr when it exited.
-    pub async fn ended(&mut self) -> String {
+    pub(crate) async fn ended(&mut self) -> String {
         let status = tokio::select! {
             status = self.child.wait() => Some(status),
             // A child that exits closes its output first: its status (and last words) say more.
@@ -202,7 +202,7 @@ impl Process {
     }
 
     /// Ends the child: its input is closed, then TERM, then KILL, each after `grace`.
-    pub async fn terminate(mut self, grace: Duration) {
+    pub(crate) async fn terminate(mut self, grace: Duration) {
         self.link.close();
         if let Some(stdin) = self.child.stdin.take() {
             drop(stdin);

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// A `tools/call`'s params, as the call is run.
 #[derive(Debug)]
-pub enum CallParams {
+pub(crate) enum CallParams {
     /// Decoded: something reads or rewrites them (a progress token, a task, a namespaced
     /// name, a name written with escapes).
     Value(Value),
@@ -52,7 +52,7 @@ impl CallParams {
     /// Checks `text` as decoding it into a `Value` would; the params to run the call with, or
     /// the decoding error. `decode` forces a decoded `Value` (e.g. names are namespaced).
     /// `Ok(None)`: valid JSON, but not an object with a string `name`.
-    pub fn parse(text: &str, decode: bool) -> Result<Option<Self>, serde_json::Error> {
+    pub(crate) fn parse(text: &str, decode: bool) -> Result<Option<Self>, serde_json::Error> {
         if decode {
             return serde_json::from_str(text).map(Self::decoded);
         }

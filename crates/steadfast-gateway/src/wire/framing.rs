@@ -13,7 +13,7 @@ const KEEP: usize = 64 * 1024;
 
 /// One frame read from a stream.
 #[derive(Debug)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// A whole line, without its newline.
     Line(BytesMut),
     /// A line longer than the bound: its first and last bytes and its full length.
@@ -31,7 +31,7 @@ pub enum Frame {
 /// to relay as one line: a raw CR or LF cannot occur inside a JSON string, so each is
 /// insignificant whitespace and becomes a space (pretty-printed JSON would otherwise break the
 /// stdio side's framing).
-pub fn one_line(frame: Frame) -> Frame {
+pub(crate) fn one_line(frame: Frame) -> Frame {
     match frame {
         Frame::Line(mut line) => {
             for b in line.iter_mut() {
@@ -47,7 +47,7 @@ pub fn one_line(frame: Frame) -> Frame {
 
 /// Reads frames from `R`, holding at most `max` bytes of one line.
 #[derive(Debug)]
-pub struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     inner: R,
     buf: BytesMut,
     scanned: usize,
@@ -56,7 +56,7 @@ pub struct LineReader<R> {
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
     /// A reader for lines of at most `max` bytes.
-    pub fn new(inner: R, max: usize) -> Self {
+    pub(crate) fn new(inner: R, max: usize) -> Self {
         Self {
             inner,
             buf: BytesMut::with_capacity(64 * 1024),
@@ -66,7 +66,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 
     /// The next frame; `None` at end of stream (a partial last line is returned first).
-    pub async fn next(&mut self) -> std::io::Result<Option<Frame>> {
+    pub(crate) async fn next(&mut self) -> std::io::Result<Option<Frame>> {
         loop {
             if let Some(p) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
                 let end = self.scanned + p;

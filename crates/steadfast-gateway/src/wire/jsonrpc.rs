@@ -13,33 +13,33 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// JSON-RPC error codes the proxy answers with.
-pub mod code {
+pub(crate) mod code {
     /// Not a valid JSON-RPC 2.0 request.
-    pub const INVALID_REQUEST: i64 = -32600;
+    pub(crate) const INVALID_REQUEST: i64 = -32600;
     /// Valid JSON-RPC, invalid parameters.
-    pub const INVALID_PARAMS: i64 = -32602;
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
     /// MCP: the resource does not exist (the same number as `UPSTREAM_UNAVAILABLE`, which
     /// answers other requests).
-    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
     /// The method does not exist (or cannot be routed).
-    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
     /// Internal error (the upstream could not be reached, and similar).
-    pub const INTERNAL_ERROR: i64 = -32603;
+    pub(crate) const INTERNAL_ERROR: i64 = -32603;
     /// Steadfast: the upstream did not answer in time.
-    pub const UPSTREAM_TIMEOUT: i64 = -32001;
+    pub(crate) const UPSTREAM_TIMEOUT: i64 = -32001;
     /// Steadfast: the upstream is not available.
-    pub const UPSTREAM_UNAVAILABLE: i64 = -32002;
+    pub(crate) const UPSTREAM_UNAVAILABLE: i64 = -32002;
     /// Steadfast: too many requests in flight.
-    pub const OVERLOADED: i64 = -32003;
+    pub(crate) const OVERLOADED: i64 = -32003;
     /// Steadfast: a message exceeded `max_message_size`.
-    pub const TOO_LARGE: i64 = -32004;
+    pub(crate) const TOO_LARGE: i64 = -32004;
     /// Steadfast: a tool-call limit refused the call (`[limits] on_limit = "jsonrpc_error"`).
-    pub const CALL_LIMIT: i64 = -32005;
+    pub(crate) const CALL_LIMIT: i64 = -32005;
 }
 
 /// One message's envelope. Borrowed from the line it was read from.
 #[derive(Debug, Deserialize)]
-pub struct Envelope<'a> {
+pub(crate) struct Envelope<'a> {
     #[serde(borrow, default)]
     jsonrpc: Option<&'a RawValue>,
     /// The id, as written (a request or a response).
@@ -61,7 +61,7 @@ pub struct Envelope<'a> {
 
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Has a method and an id.
     Request,
     /// Has a method and no id.
@@ -72,7 +72,7 @@ pub enum Kind {
 
 /// Why a line could not be taken as a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Malformed {
+pub(crate) enum Malformed {
     /// Not JSON at all (or JSON that is not an object or array). Ignored, as the official SDKs
     /// do: answering garbage can start an error storm with a peer that echoes.
     NotJson,
@@ -92,7 +92,7 @@ pub enum Malformed {
 
 impl<'a> Envelope<'a> {
     /// Splits `line` into its envelope and checks JSON-RPC 2.0's rules.
-    pub fn parse(line: &'a [u8]) -> Result<(Self, Kind), Malformed> {
+    pub(crate) fn parse(line: &'a [u8]) -> Result<(Self, Kind), Malformed> {
         // serde would read an array as a struct's fields in order: batches go their own way.
         if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             let e = serde_json::from_slice::<Value>(b"?").unwrap_err();
@@ -161,7 +161,7 @@ impl<'a> Envelope<'a> {
 }
 
 /// How deeply params may nest (serde_json's own limit for decoding).
-pub const MAX_DEPTH: usize = 128;
+pub(crate) const MAX_DEPTH: usize = 128;
 
 /// Whether JSON text nests deeper than `limit` (strings skipped).
 fn too_deep(bytes: &[u8], limit: usize) -> bool {
@@ -249,7 +249,7 @@ fn classify_parse_failure(line: &[u8], e: &serde_json::Error) -> Malformed {
 /// Finds the value of the top-level `"id"` member by scanning, without parsing the rest, so
 /// messages that do not parse (too deep, too large, a bad escape later on) can still be
 /// answered. Returns the raw id text if it is a valid id.
-pub fn scan_id(bytes: &[u8]) -> Option<String> {
+pub(crate) fn scan_id(bytes: &[u8]) -> Option<String> {
     let mut depth = 0usize;
     let mut i = 0;
     let n = bytes.len();
@@ -282,7 +282,7 @@ pub fn scan_id(bytes: &[u8]) -> Option<String> {
 
 /// Finds the last `"id":` in the tail of a message (serializers such as the TypeScript SDK's
 /// write the id after the result), for replies too large to keep whole.
-pub fn scan_id_in_tail(tail: &[u8]) -> Option<String> {
+pub(crate) fn scan_id_in_tail(tail: &[u8]) -> Option<String> {
     let pos = memchr::memmem::rfind(tail, b"\"id\"")?;
     id_value(tail, pos + 4)
 }
@@ -329,7 +329,7 @@ fn id_value(bytes: &[u8], mut i: usize) -> Option<String> {
 }
 
 /// An error response for `id` (raw JSON text; `null` when unknown), one line with its newline.
-pub fn error_response(id: &str, code: i64, message: &str) -> Vec<u8> {
+pub(crate) fn error_response(id: &str, code: i64, message: &str) -> Vec<u8> {
     let message = serde_json::to_string(message).unwrap_or_else(|_| "\"error\"".to_owned());
     format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":{code},\"message\":{message}}}}}\n"
@@ -338,12 +338,12 @@ pub fn error_response(id: &str, code: i64, message: &str) -> Vec<u8> {
 }
 
 /// A response carrying `result` (raw JSON text) for `id`.
-pub fn result_response(id: &str, result: &str) -> Vec<u8> {
+pub(crate) fn result_response(id: &str, result: &str) -> Vec<u8> {
     response(id, "result", result)
 }
 
 /// A response carrying an error object (raw JSON text) for `id`.
-pub fn raw_error_response(id: &str, error: &str) -> Vec<u8> {
+pub(crate) fn raw_error_response(id: &str, error: &str) -> Vec<u8> {
     response(id, "error", error)
 }
 
@@ -362,7 +362,7 @@ fn response(id: &str, key: &str, raw: &str) -> Vec<u8> {
 }
 
 /// A request line.
-pub fn request(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
+pub(crate) fn request(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.as_bytes());
@@ -371,7 +371,7 @@ pub fn request(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
 
 /// A request line with a numeric id (the proxy's own ids upstream), written without an
 /// intermediate string.
-pub fn request_numbered(id: u64, method: &str, params: Option<&str>) -> Vec<u8> {
+pub(crate) fn request_numbered(id: u64, method: &str, params: Option<&str>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     push_u64(&mut out, id);
@@ -417,7 +417,7 @@ fn push_json_str(out: &mut Vec<u8>, s: &str) {
 }
 
 /// A notification line.
-pub fn notification(method: &str, params: Option<&str>) -> Vec<u8> {
+pub(crate) fn notification(method: &str, params: Option<&str>) -> Vec<u8> {
     let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
     push_json_str(&mut out, method);

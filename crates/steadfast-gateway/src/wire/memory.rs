@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 static LAST: AtomicU64 = AtomicU64::new(0);
 
 /// Hands freed heap memory back to the system (glibc), at most once a second.
-pub fn release() {
+pub(crate) fn release() {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -4,13 +4,13 @@
 //! bounded outbound queue, `tools/call` parameters, sanitizing of relayed errors), so every
 //! other layer may import it and it imports nothing of the crate.
 
-pub mod call_params;
-pub mod era;
-pub mod framing;
-pub mod jsonrpc;
+pub(crate) mod call_params;
+pub(crate) mod era;
+pub(crate) mod framing;
+pub(crate) mod jsonrpc;
 pub(crate) mod memory;
-pub mod methods;
-pub mod naming;
-pub mod outbound;
-pub mod sanitize;
-pub mod trace_context;
+pub(crate) mod methods;
+pub(crate) mod naming;
+pub(crate) mod outbound;
+pub(crate) mod sanitize;
+pub(crate) mod trace_context;

@@ -8,22 +8,22 @@
 //! another's, or `a_b_x` could belong to `a` (tool `b_x`) or to `a_b` (tool `x`).
 
 /// The longest name popular clients accept.
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 
 /// The longest upstream prefix, so a tool name keeps room for the tool's own name.
-pub const MAX_PREFIX: usize = 32;
+pub(crate) const MAX_PREFIX: usize = 32;
 
 /// The default separator between an upstream's name and its tool's.
-pub const DEFAULT_SEPARATOR: &str = "_";
+pub(crate) const DEFAULT_SEPARATOR: &str = "_";
 
 /// Whether `c` may appear in a name clients see.
-pub fn allowed(c: char) -> bool {
+pub(crate) fn allowed(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
 /// An upstream's name as a prefix: characters clients refuse become `-`.
 ///
-pub fn prefix(upstream: &str) -> String {
+pub(crate) fn prefix(upstream: &str) -> String {
     upstream
         .chars()
         .map(|c| if allowed(c) { c } else { '-' })
@@ -31,7 +31,7 @@ pub fn prefix(upstream: &str) -> String {
 }
 
 /// Checks a separator: one to three allowed characters.
-pub fn check_separator(sep: &str) -> Result<(), String> {
+pub(crate) fn check_separator(sep: &str) -> Result<(), String> {
     if sep.is_empty() || sep.chars().count() > 3 || !sep.chars().all(allowed) {
         return Err(format!(
             "must be 1 to 3 characters from [A-Za-z0-9_-] (got {sep:?})"
@@ -41,7 +41,7 @@ pub fn check_separator(sep: &str) -> Result<(), String> {
 }
 
 /// Checks one upstream name: non-empty, and short enough to leave room for tool names.
-pub fn check_upstream_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_upstream_name(name: &str) -> Result<(), String> {
     let p = prefix(name);
     if p.is_empty() {
         return Err("an upstream's name must not be empty".to_owned());
@@ -58,7 +58,7 @@ pub fn check_upstream_name(name: &str) -> Result<(), String> {
 
 /// The first pair of upstream names whose prefixes make tool names ambiguous, with why.
 ///
-pub fn ambiguous<S: AsRef<str>>(names: &[S], sep: &str) -> Option<(String, String, String)> {
+pub(crate) fn ambiguous<S: AsRef<str>>(names: &[S], sep: &str) -> Option<(String, String, String)> {
     for (i, a) in names.iter().enumerate() {
         for b in names.iter().skip(i + 1) {
             let (a, b) = (a.as_ref(), b.as_ref());
@@ -83,7 +83,7 @@ pub fn ambiguous<S: AsRef<str>>(names: &[S], sep: &str) -> Option<(String, Strin
 
 /// The name clients see for `original` of the upstream with prefix `prefix`.
 ///
-pub fn exposed(prefix: &str, sep: &str, original: &str) -> String {
+pub(crate) fn exposed(prefix: &str, sep: &str, original: &str) -> String {
     let mut name = String::with_capacity(prefix.len() + sep.len() + original.len());
     name.push_str(prefix);
     name.push_str(sep);
@@ -102,7 +102,7 @@ pub fn exposed(prefix: &str, sep: &str, original: &str) -> String {
 /// The name for `original` when its plain form ([`exposed`]) belongs to another of the
 /// upstream's names: the plain form's start plus a hash of the original, always.
 ///
-pub fn hashed(prefix: &str, sep: &str, original: &str) -> String {
+pub(crate) fn hashed(prefix: &str, sep: &str, original: &str) -> String {
     let mut name = exposed(prefix, sep, original);
     if let Some(dash) = name.len().checked_sub(9).filter(|_| name.len() == MAX_NAME) {
         // Already the long form: its hash is the original's.
@@ -115,7 +115,7 @@ pub fn hashed(prefix: &str, sep: &str, original: &str) -> String {
 }
 
 /// Whether `original` appears to clients exactly as written after the prefix.
-pub fn is_clean(original: &str) -> bool {
+pub(crate) fn is_clean(original: &str) -> bool {
     original.chars().all(allowed)
 }
 

@@ -25,7 +25,7 @@ struct State {
 
 /// Why [`Outbound::offer`] did not queue a line.
 #[derive(Debug)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// The queue is closed; the line, to send elsewhere.
     Closed(Vec<u8>),
     /// The queue holds its cap of notifications (counted as dropped).
@@ -34,7 +34,7 @@ pub enum Refused {
 
 /// A bounded outbound queue with one writer.
 #[derive(Debug)]
-pub struct Outbound {
+pub(crate) struct Outbound {
     state: Mutex<State>,
     ready: Notify,
     max_notifications: usize,
@@ -43,7 +43,7 @@ pub struct Outbound {
 
 impl Outbound {
     /// A queue holding at most `max_notifications` notifications at once.
-    pub fn new(max_notifications: usize) -> Self {
+    pub(crate) fn new(max_notifications: usize) -> Self {
         Self {
             state: Mutex::default(),
             ready: Notify::new(),
@@ -59,7 +59,7 @@ impl Outbound {
     }
 
     /// Queues a response or a request: never dropped while the queue is open.
-    pub fn push(&self, line: Vec<u8>) {
+    pub(crate) fn push(&self, line: Vec<u8>) {
         let mut s = self.lock();
         if s.closed {
             return;
@@ -70,7 +70,7 @@ impl Outbound {
     }
 
     /// Queues a notification; returns false (and counts it) if the cap is reached.
-    pub fn push_notification(&self, line: Vec<u8>) -> bool {
+    pub(crate) fn push_notification(&self, line: Vec<u8>) -> bool {
         let mut s = self.lock();
         if s.closed {
             return false;
@@ -94,7 +94,7 @@ impl Outbound {
 
     /// Offers a notification (or a request counted like one) to a queue that may have closed:
     /// the line comes back when it is closed, so the caller can send it elsewhere.
-    pub fn offer(&self, line: Vec<u8>) -> Result<(), Refused> {
+    pub(crate) fn offer(&self, line: Vec<u8>) -> Result<(), Refused> {
         {
             let s = self.lock();
             if s.closed {
@@ -112,7 +112,7 @@ impl Outbound {
     /// Queues the last message (a request's response) and closes the queue in one step, so a
     /// reader that takes it knows it was the last ([`Outbound::is_finished`]). Gives the line
     /// back if the queue was closed already.
-    pub fn finish(&self, line: Vec<u8>) -> Result<(), Vec<u8>> {
+    pub(crate) fn finish(&self, line: Vec<u8>) -> Result<(), Vec<u8>> {
         let mut s = self.lock();
         if s.closed {
             return Err(line);
@@ -125,46 +125,50 @@ impl Outbound {
     }
 
     /// Whether the queue is closed.
-    pub fn is_closed(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_closed(&self) -> bool {
         self.lock().closed
     }
 
     /// Whether the queue is closed and drained: nothing more will come.
-    pub fn is_finished(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_finished(&self) -> bool {
         let s = self.lock();
         s.closed && s.queue.is_empty()
     }
 
     /// Counts a notification dropped on the way to this peer elsewhere (a full request
     /// stream), so health reports it with the rest.
-    pub fn count_dropped(&self) {
+    pub(crate) fn count_dropped(&self) {
         self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Notifications dropped so far.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 
     /// Messages waiting.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lock().queue.len()
     }
 
     /// Whether nothing is waiting.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Stops the writer once the queue is drained; later pushes are ignored.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_one();
     }
 
     /// The next message (and whether it is a notification), waiting for one; `None` once the
     /// queue is closed and drained. For a front that hands messages on one by one.
-    pub async fn next_message(&self) -> Option<(Vec<u8>, bool)> {
+    pub(crate) async fn next_message(&self) -> Option<(Vec<u8>, bool)> {
         loop {
             {
                 let mut s = self.lock();
@@ -184,7 +188,7 @@ impl Outbound {
 
     /// Puts a message taken by [`Outbound::next_message`] back at the front (it could not be
     /// delivered), so the next reader gets it first.
-    pub fn unpop(&self, line: Vec<u8>, notification: bool) {
+    pub(crate) fn unpop(&self, line: Vec<u8>, notification: bool) {
         let mut s = self.lock();
         if notification {
             s.notifications += 1;
@@ -195,7 +199,7 @@ impl Outbound {
     }
 
     /// Writes queued messages to `w` until the queue is closed and drained, or `w` fails.
-    pub async fn write_to<W: AsyncWrite + Unpin>(&self, mut w: W) -> std::io::Result<()> {
+    pub(crate) async fn write_to<W: AsyncWrite + Unpin>(&self, mut w: W) -> std::io::Result<()> {
         let mut batch = Vec::with_capacity(BATCH);
         loop {
             let closed = {

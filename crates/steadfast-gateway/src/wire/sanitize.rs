@@ -4,13 +4,13 @@ use serde_json::Value;
 
 /// Sanitizes `v` in place as JSON (every string, and the whole value of any member whose key
 /// names a secret), keeping its shape.
-pub fn sanitize_value(v: &mut Value) {
+pub(crate) fn sanitize_value(v: &mut Value) {
     *v = steadfast::sanitize_json(v);
 }
 
 /// Sanitizes the text blocks and structured content of an `isError` tool result (raw JSON).
 /// Success content is data the model asked for and passes untouched.
-pub fn sanitize_error_result(raw: &str) -> String {
+pub(crate) fn sanitize_error_result(raw: &str) -> String {
     let Ok(mut v) = serde_json::from_str::<Value>(raw) else {
         return raw.to_owned();
     };
