@@ -152,9 +152,12 @@ struct QuickFlags {
 
 #[cfg(feature = "http")]
 impl QuickFlags {
-    /// The HTTP front's options, if `--listen` was given; `oauth`: the config has `[auth]`
-    /// (OAuth tokens guard `/mcp`, so no static token is needed off loopback).
-    fn http(&self, oauth: bool) -> anyhow::Result<Option<steadfast_gateway::HttpOptions>> {
+    /// The HTTP front's options, if `--listen` was given, checked against `config` (its
+    /// `[auth]` guards `/mcp`, so no static token is needed off loopback).
+    fn http(
+        &self,
+        config: &steadfast_gateway::Config,
+    ) -> anyhow::Result<Option<steadfast_gateway::HttpOptions>> {
         let Some(listen) = self.listen else {
             return Ok(None);
         };
@@ -182,13 +185,7 @@ impl QuickFlags {
         if (self.token_env.is_some() || self.token_file.is_some()) && tokens.is_empty() {
             anyhow::bail!("--token-env/--token-file gave no token: refusing to serve without one");
         }
-        if tokens.is_empty() && !oauth && !listen.ip().is_loopback() {
-            anyhow::bail!(
-                "--listen {listen} is not a loopback address: give --token-env or --token-file \
-                 (or an [auth] table)"
-            );
-        }
-        Ok(Some(steadfast_gateway::HttpOptions {
+        let options = steadfast_gateway::HttpOptions {
             listen,
             tokens,
             allowed_origins: self.allow_origin.clone(),
@@ -197,7 +194,13 @@ impl QuickFlags {
                 Into::into,
             ),
             ..Default::default()
-        }))
+        };
+        // The library's rules (a listener beyond loopback needs tokens or [auth]), checked
+        // before anything starts so the flag is named.
+        options
+            .validate(config)
+            .map_err(|e| anyhow::anyhow!("--{e}"))?;
+        Ok(Some(options))
     }
 }
 
@@ -448,7 +451,7 @@ fn run_proxy(
         reload
     });
     #[cfg(feature = "http")]
-    match quick.http(config.auth.is_some()) {
+    match quick.http(&config) {
         Ok(Some(options)) => {
             // Many clients: the multi-threaded runtime.
             let runtime = match tokio::runtime::Runtime::new() {

@@ -36,6 +36,7 @@ use crate::wire::jsonrpc::{Envelope, Kind};
 use crate::wire::outbound::Outbound;
 
 mod modern;
+mod options;
 mod routes;
 mod sessions;
 mod sse;
@@ -104,6 +105,9 @@ pub async fn serve_http(
     bound: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
     reload: Option<crate::Reload>,
 ) -> std::io::Result<crate::Exit> {
+    options
+        .validate(&config)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let config = Arc::new(config);
     let shared = crate::route::shared::Shared::connect(&config).await;
     let router = Router::build(upstreams.into(), &config, &shared)
