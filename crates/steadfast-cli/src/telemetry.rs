@@ -122,7 +122,7 @@ fn otel_layer(
         .with_target("steadfast_mcp", tracing::Level::INFO);
     // Only the attributes the tables in docs/observability.md list: no per-span source
     // location, thread, target or busy/idle times (each an attribute to convert and encode on
-    // every span; together about a third of the export's cost).
+    // every span; together a quarter of the export's instructions, measured in BENCHMARKS.md).
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_location(false)
