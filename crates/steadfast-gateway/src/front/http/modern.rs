@@ -78,30 +78,58 @@ fn refusal(id: Option<&str>, r: &era::Refusal) -> Response<Body> {
     resp
 }
 
-impl Front {
-    /// Whether a POST without a session is a modern client's: `server/discover`, or params
-    /// whose `_meta` carries a protocol version.
-    pub(super) fn is_modern(&self, method: &str, body: &[u8]) -> bool {
-        method == era::DISCOVER
-            || (method != "initialize"
-                && memchr::memmem::find(body, era::PROTOCOL_VERSION.as_bytes()).is_some()
-                && serde_json::from_slice::<serde_json::Value>(body)
-                    .ok()
-                    .and_then(|v| v.get("params").map(era::is_modern))
-                    .unwrap_or(false))
-    }
+/// A modern POST's message: its kind, method and id, its params decoded (`Null` when absent)
+/// and where they are in the body.
+pub(super) struct Message {
+    pub(super) kind: Kind,
+    pub(super) method: String,
+    pub(super) id: Option<String>,
+    pub(super) params: serde_json::Value,
+    pub(super) raw: Option<std::ops::Range<usize>>,
+}
 
-    /// Serves a modern client's POST (see the module docs): `message` is the body's kind,
-    /// method and id.
+/// A POST without a session is a modern client's when it is `server/discover` or its params'
+/// `_meta` carries a protocol version (looked for in the text before any decode): its params,
+/// decoded once for the front and the session, and their place in `body`.
+pub(super) fn modern_params(
+    env: &Envelope<'_>,
+    body: &[u8],
+) -> Option<(serde_json::Value, Option<std::ops::Range<usize>>)> {
+    let method = env.method.as_deref()?;
+    let raw = env.params.map(serde_json::value::RawValue::get);
+    if method != era::DISCOVER && (method == "initialize" || !era::may_be_modern(raw)) {
+        return None;
+    }
+    let params = raw
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+        .unwrap_or_default();
+    if method != era::DISCOVER && !era::is_modern(&params) {
+        return None;
+    }
+    let at = |p: &str| {
+        let start = (p.as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
+        start..start + p.len()
+    };
+    Some((params, raw.map(at)))
+}
+
+impl Front {
+    /// Serves a modern client's POST (see the module docs).
     pub(super) async fn post_modern(
         self: &Arc<Self>,
         headers: &ModernHeaders,
-        message: (Kind, &str, Option<String>),
+        message: Message,
         body: Bytes,
         sse: bool,
         identity: Option<Arc<crate::session::identity::Identity>>,
     ) -> Response<Body> {
-        let (kind, method, id) = message;
+        let Message {
+            kind,
+            method,
+            id,
+            params,
+            raw,
+        } = message;
         if let Some(name) = headers.duplicated {
             let r = era::Refusal {
                 code: era::code::HEADER_MISMATCH,
@@ -119,11 +147,7 @@ impl Front {
                 _ => full(StatusCode::ACCEPTED, ""),
             };
         };
-        let params = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|mut v| v.get_mut("params").map(serde_json::Value::take))
-            .unwrap_or_default();
-        if let Err(r) = era::check(method, &params, Some(headers.view())) {
+        if let Err(r) = era::check(&method, &params, Some(headers.view())) {
             return refusal(Some(&id), &r);
         }
         let limits = self.config.limits;
@@ -140,16 +164,18 @@ impl Front {
         if let Some(r) = super::super::auth::bind(self.auth.as_deref(), &session, identity, &body) {
             return r; // [auth] a scope challenge
         }
-        let frame =
-            || crate::wire::framing::one_line(Frame::Line(bytes::BytesMut::from(&body[..])));
+        // Served as the session would serve the line, without decoding it again.
+        let raw = raw
+            .and_then(|r| body.get(r))
+            .and_then(|p| std::str::from_utf8(p).ok());
         if sse {
             let cap = limits.max_queued_notifications;
             let stream = session.client.open_stream(&id, cap);
-            session.on_frame(frame());
+            session.serve_modern(&id, method, params, raw);
             return post_stream(session, id, stream, answer).await;
         }
         let rx = session.client.await_response(&id);
-        session.on_frame(frame());
+        session.serve_modern(&id, method, params, raw);
         let mut guard = CancelUnlessAnswered {
             session: session.clone(),
             id,
