@@ -77,7 +77,10 @@ pub fn is_modern(params: &Value) -> bool {
 /// Whether raw params may be modern: a cheap test before any parse (a handshake-era request
 /// never contains the key).
 pub fn may_be_modern(params: Option<&str>) -> bool {
-    params.is_some_and(|p| p.contains(PROTOCOL_VERSION))
+    // Built once: a `str::contains` builds its searcher at each call (~2.6k instructions).
+    static KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(PROTOCOL_VERSION));
+    params.is_some_and(|p| KEY.find(p.as_bytes()).is_some())
 }
 
 /// A modern request refused before it is served: the JSON-RPC error to answer with.
@@ -273,7 +276,9 @@ pub const CACHEABLE: [&str; 6] = [
 /// on its policy). `None` when the line needs nothing.
 pub fn complete_result(method: &str, line: &[u8]) -> Option<Vec<u8>> {
     let cacheable = CACHEABLE.contains(&method);
-    let marked = memchr_find(line, b"\"resultType\"");
+    static RESULT_TYPE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"resultType\""));
+    let marked = RESULT_TYPE.find(line).is_some();
     let hinted =
         !cacheable || (memchr_find(line, b"\"ttlMs\"") && memchr_find(line, b"\"cacheScope\""));
     if marked && hinted {
