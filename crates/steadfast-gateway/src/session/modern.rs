@@ -39,6 +39,19 @@ impl Session {
         if let Err(r) = era::check(&method, &params, None) {
             return self.refuse_raw(id, &r.error_object().to_string());
         }
+        self.serve_modern(id, method, params, env.params.map(RawValue::get));
+    }
+
+    /// Serves a modern request whose envelope was checked (`era::check`): `params` decoded,
+    /// `raw` as written. The HTTP front calls it directly, having decoded and checked the
+    /// params with the routing headers (one decode per request instead of four).
+    pub(crate) fn serve_modern(
+        self: &Arc<Self>,
+        id: &str,
+        method: String,
+        params: Value,
+        raw: Option<&str>,
+    ) {
         // For the spans' `mcp.protocol.version`: a modern client carries it in each request.
         if let Some(v) = era::version_of(&params) {
             let _ = self
@@ -47,7 +60,17 @@ impl Session {
         }
         // The token's access policy (`identity.rs`), as for sessions: answered here when it
         // forbids.
-        if self.refuses(id, &method, env.params.map(RawValue::get)) {
+        // (Without the text as written, the decoded params stand in: a request is never let
+        // through the policy because its name could not be read.)
+        let text;
+        let raw = match raw {
+            Some(r) => Some(r),
+            None => {
+                text = params.to_string();
+                Some(text.as_str())
+            }
+        };
+        if self.refuses(id, &method, raw) {
             return;
         }
         let Some((ct, reg)) = self.register(id) else {
@@ -67,7 +90,10 @@ impl Session {
                         &me.discover_result().to_string(),
                     )),
                     "ping" => Some(jsonrpc::result_response(&id, "{}")),
-                    "tools/call" => me.modern_call(&id, params, &ct).await,
+                    // Boxed, here and below: the arms' futures are large, and inline they
+                    // made this task's future large enough that creating and spawning it
+                    // copied tens of KiB per request.
+                    "tools/call" => Box::pin(me.modern_call(&id, params, &ct)).await,
                     _ => {
                         let raw = params.to_string();
                         let ours = me.extension().filter(|x| x.serves(&method)).cloned();
@@ -77,7 +103,10 @@ impl Session {
                                 None => me.forward(&id, &method, Some(&raw)).await,
                             }
                         };
-                        Some(super::span::serve(&me, &id, &method, Some(&raw), answer).await)
+                        Some(
+                            Box::pin(super::span::serve(&me, &id, &method, Some(&raw), answer))
+                                .await,
+                        )
                     }
                 }
             };

@@ -13,6 +13,34 @@ impl Upstream {
         self.modern.load(Ordering::Relaxed)
     }
 
+    /// Decoded params with the progress token `token` (if any), in this upstream's era, as
+    /// text: for a handshake-era upstream the envelope is stripped from the value in hand, so
+    /// a modern client's call is encoded once (not encoded, decoded again and re-encoded).
+    pub(super) fn value_in_era(&self, params: &Value, token: Option<u64>) -> String {
+        use crate::wire::era;
+        if self.is_modern() {
+            let text = super::pending::with_progress_token(params, token);
+            return self
+                .in_era(Some(text.into()))
+                .map(std::borrow::Cow::into_owned)
+                .unwrap_or_default();
+        }
+        if !era::is_modern(params) {
+            return super::pending::with_progress_token(params, token);
+        }
+        let mut v = params.clone();
+        if let (Some(t), Some(obj)) = (token, v.as_object_mut()) {
+            let meta = obj
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert("progressToken".into(), Value::from(t));
+            }
+        }
+        era::strip_envelope(&mut v);
+        v.to_string()
+    }
+
     /// A request's params as this upstream's era wants them: with the per-request envelope
     /// for a modern server (a handshake-era client's request gets the capabilities the
     /// gateway initialized with), without it for a handshake-era one. Untouched (no parse)

@@ -132,15 +132,14 @@ impl Upstream {
         let (tx, rx) = oneshot::channel();
         let token = progress.as_ref().map(|_| id);
         let params: Option<std::borrow::Cow<'_, str>> = match params {
-            None => None,
-            Some(Params::Value(v)) => Some(with_progress_token(v, token).into()),
+            None => self.in_era(None),
+            Some(Params::Value(v)) => Some(self.value_in_era(v, token).into()),
             Some(Params::Raw(raw)) if token.is_some() => match serde_json::from_str::<Value>(raw) {
-                Ok(v) => Some(with_progress_token(&v, token).into()),
-                Err(_) => Some(raw.into()),
+                Ok(v) => Some(self.value_in_era(&v, token).into()),
+                Err(_) => self.in_era(Some(raw.into())),
             },
-            Some(Params::Raw(raw)) => Some(raw.into()),
+            Some(Params::Raw(raw)) => self.in_era(Some(raw.into())),
         };
-        let params = self.in_era(params);
         // Traced: this request carries the current (CLIENT) span's context in `_meta`.
         let params = if steadfast::trace::listening() {
             traced_params(params, id)
@@ -239,7 +238,7 @@ fn traced_params(
 }
 
 /// `params` with `_meta.progressToken` set to `token` (or as it is).
-fn with_progress_token(params: &Value, token: Option<u64>) -> String {
+pub(super) fn with_progress_token(params: &Value, token: Option<u64>) -> String {
     match token {
         Some(t) => {
             let mut p = params.clone();

@@ -77,7 +77,10 @@ pub fn is_modern(params: &Value) -> bool {
 /// Whether raw params may be modern: a cheap test before any parse (a handshake-era request
 /// never contains the key).
 pub fn may_be_modern(params: Option<&str>) -> bool {
-    params.is_some_and(|p| p.contains(PROTOCOL_VERSION))
+    // Built once: a `str::contains` builds its searcher at each call (~2.6k instructions).
+    static KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(PROTOCOL_VERSION));
+    params.is_some_and(|p| KEY.find(p.as_bytes()).is_some())
 }
 
 /// A modern request refused before it is served: the JSON-RPC error to answer with.
@@ -273,11 +276,16 @@ pub const CACHEABLE: [&str; 6] = [
 /// on its policy). `None` when the line needs nothing.
 pub fn complete_result(method: &str, line: &[u8]) -> Option<Vec<u8>> {
     let cacheable = CACHEABLE.contains(&method);
-    let marked = memchr_find(line, b"\"resultType\"");
+    static RESULT_TYPE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"resultType\""));
+    let marked = RESULT_TYPE.find(line).is_some();
     let hinted =
         !cacheable || (memchr_find(line, b"\"ttlMs\"") && memchr_find(line, b"\"cacheScope\""));
     if marked && hinted {
         return None;
+    }
+    if !cacheable && let Some(out) = mark_complete(line) {
+        return Some(out);
     }
     let mut v: Value = serde_json::from_slice(line).ok()?;
     let result = v.get_mut("result")?.as_object_mut()?;
@@ -294,6 +302,28 @@ pub fn complete_result(method: &str, line: &[u8]) -> Option<Vec<u8>> {
     if line.ends_with(b"\n") {
         out.push(b'\n');
     }
+    Some(out)
+}
+
+/// `line` with `"resultType":"complete"` written first in its result object and the rest as
+/// the server wrote it (no decode and re-encode of the answer: every tool call of a modern
+/// client to a handshake-era server comes here). For a result without the key (the caller
+/// found none in the text); `None` when the line has no result object.
+fn mark_complete(line: &[u8]) -> Option<Vec<u8>> {
+    let (env, _) = crate::wire::jsonrpc::Envelope::parse(line).ok()?;
+    let result = env.result?.get();
+    let rest = result.strip_prefix('{')?;
+    let at = (rest.as_ptr() as usize).checked_sub(line.as_ptr() as usize)?;
+    let empty = rest.trim_start().starts_with('}');
+    let mark: &[u8] = if empty {
+        br#""resultType":"complete""#
+    } else {
+        br#""resultType":"complete","#
+    };
+    let mut out = Vec::with_capacity(line.len() + mark.len());
+    out.extend_from_slice(line.get(..at)?);
+    out.extend_from_slice(mark);
+    out.extend_from_slice(line.get(at..)?);
     Some(out)
 }
 
@@ -541,6 +571,19 @@ mod tests {
         assert!(
             out["result"].get("ttlMs").is_none(),
             "not a cacheable method"
+        );
+        // Marked in place: the answer as written, the key first in the result.
+        let call =
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"isError\":false}}\n";
+        assert_eq!(
+            complete_result("tools/call", call).unwrap(),
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"resultType\":\"complete\",\"content\":[],\"isError\":false}}\n"
+        );
+        let empty = br#"{"id":2,"jsonrpc":"2.0","result":{ }}"#;
+        let out: Value = serde_json::from_slice(&complete_result("ping", empty).unwrap()).unwrap();
+        assert_eq!(
+            out,
+            json!({"id": 2, "jsonrpc": "2.0", "result": {"resultType": "complete"}})
         );
         let task = br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"task"}}"#;
         assert!(complete_result("tools/call", task).is_none());

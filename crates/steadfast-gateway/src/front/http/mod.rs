@@ -158,6 +158,9 @@ pub async fn serve_http(
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
+                // Answers are written whole (head and body in one write): nothing to gain
+                // from Nagle's delay, and a client that pipelines would wait on it.
+                let _ = stream.set_nodelay(true);
                 let front = front.clone();
                 let header_read_timeout = options.header_read_timeout;
                 tokio::spawn(async move {

@@ -68,9 +68,23 @@ fn answer(line: Vec<u8>) -> Response<Body> {
 
 /// The error code of an error response (`None` for a result).
 fn error_code(line: &[u8]) -> Option<i64> {
-    memchr::memmem::find(line, b"\"error\"")?;
+    static ERROR: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"error\""));
+    ERROR.find(line)?;
     let v: serde_json::Value = serde_json::from_slice(line).ok()?;
     v.get("error")?.get("code")?.as_i64()
+}
+
+/// `modern-` and 32 hex digits (what `format!("modern-{:032x}")` writes, without its
+/// padding machinery: ~8k instructions, a few percent of a modern call).
+fn modern_id(n: u128) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(39);
+    id.push_str("modern-");
+    for shift in (0..32).rev() {
+        id.push(char::from(HEX[((n >> (shift * 4)) & 0xf) as usize]));
+    }
+    id
 }
 
 fn refusal(id: Option<&str>, r: &era::Refusal) -> Response<Body> {
@@ -83,29 +97,57 @@ fn refusal(id: Option<&str>, r: &era::Refusal) -> Response<Body> {
     resp
 }
 
-impl Front {
-    /// Whether a POST without a session is a modern client's: `server/discover`, or params
-    /// whose `_meta` carries a protocol version.
-    pub(super) fn is_modern(&self, method: &str, body: &[u8]) -> bool {
-        method == era::DISCOVER
-            || (method != "initialize"
-                && memchr::memmem::find(body, era::PROTOCOL_VERSION.as_bytes()).is_some()
-                && serde_json::from_slice::<serde_json::Value>(body)
-                    .ok()
-                    .and_then(|v| v.get("params").map(era::is_modern))
-                    .unwrap_or(false))
-    }
+/// A modern POST's message: its kind, method and id, its params decoded (`Null` when absent)
+/// and where they are in the body.
+pub(super) struct Message {
+    pub(super) kind: Kind,
+    pub(super) method: String,
+    pub(super) id: Option<String>,
+    pub(super) params: serde_json::Value,
+    pub(super) raw: Option<std::ops::Range<usize>>,
+}
 
-    /// Serves a modern client's POST (see the module docs): `message` is the body's kind,
-    /// method and id.
+/// A POST without a session is a modern client's when it is `server/discover` or its params'
+/// `_meta` carries a protocol version (looked for in the text before any decode): its params,
+/// decoded once for the front and the session, and their place in `body`.
+pub(super) fn modern_params(
+    env: &Envelope<'_>,
+    body: &[u8],
+) -> Option<(serde_json::Value, Option<std::ops::Range<usize>>)> {
+    let method = env.method.as_deref()?;
+    let raw = env.params.map(serde_json::value::RawValue::get);
+    if method != era::DISCOVER && (method == "initialize" || !era::may_be_modern(raw)) {
+        return None;
+    }
+    let params = raw
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+        .unwrap_or_default();
+    if method != era::DISCOVER && !era::is_modern(&params) {
+        return None;
+    }
+    let at = |p: &str| {
+        let start = (p.as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
+        start..start + p.len()
+    };
+    Some((params, raw.map(at)))
+}
+
+impl Front {
+    /// Serves a modern client's POST (see the module docs).
     pub(super) async fn post_modern(
         self: &Arc<Self>,
         headers: &ModernHeaders,
-        message: (Kind, &str, Option<String>),
+        message: Message,
         body: Bytes,
         identity: Option<Arc<crate::session::identity::Identity>>,
     ) -> Response<Body> {
-        let (kind, method, id) = message;
+        let Message {
+            kind,
+            method,
+            id,
+            params,
+            raw,
+        } = message;
         if let Some(name) = headers.duplicated {
             let r = era::Refusal {
                 code: era::code::HEADER_MISMATCH,
@@ -123,17 +165,13 @@ impl Front {
                 _ => full(StatusCode::ACCEPTED, ""),
             };
         };
-        let params = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|mut v| v.get_mut("params").map(serde_json::Value::take))
-            .unwrap_or_default();
-        if let Err(r) = era::check(method, &params, Some(headers.view())) {
+        if let Err(r) = era::check(&method, &params, Some(headers.view())) {
             return refusal(Some(&id), &r);
         }
         let limits = self.config.limits;
         let client = Client::new(limits.max_queued_notifications);
         let session = Session::stateless(
-            format!("modern-{:032x}", random_u128()),
+            modern_id(random_u128()),
             client,
             self.router.clone(),
             limits,
@@ -144,16 +182,18 @@ impl Front {
         if let Some(r) = super::super::auth::bind(self.auth.as_deref(), &session, identity, &body) {
             return r; // [auth] a scope challenge
         }
-        let frame =
-            || crate::wire::framing::one_line(Frame::Line(bytes::BytesMut::from(&body[..])));
+        // Served as the session would serve the line, without decoding it again.
+        let raw = raw
+            .and_then(|r| body.get(r))
+            .and_then(|p| std::str::from_utf8(p).ok());
         if headers.sse {
             let cap = limits.max_queued_notifications;
             let stream = session.client.open_stream(&id, cap);
-            session.on_frame(frame());
+            session.serve_modern(&id, method, params, raw);
             return post_stream(session, id, stream, answer).await;
         }
         let rx = session.client.await_response(&id);
-        session.on_frame(frame());
+        session.serve_modern(&id, method, params, raw);
         let mut guard = CancelUnlessAnswered {
             session: session.clone(),
             id,
@@ -167,6 +207,16 @@ impl Front {
                 session.cancel_all();
                 full(StatusCode::GATEWAY_TIMEOUT, "no answer\n")
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn modern_ids_are_32_hex_digits() {
+        for n in [0, 0xabc, u128::MAX, 1 << 127] {
+            assert_eq!(super::modern_id(n), format!("modern-{n:032x}"));
         }
     }
 }

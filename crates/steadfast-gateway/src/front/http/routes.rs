@@ -206,7 +206,12 @@ impl Front {
                 );
             }
         };
+        // A modern client's request is decoded here, once (`modern_params`).
+        let mut modern = None;
         let parsed = Envelope::parse(&body).map(|(env, kind)| {
+            if session_id.is_none() {
+                modern = super::modern::modern_params(&env, &body);
+            }
             (
                 kind,
                 env.method.as_deref().map(str::to_owned),
@@ -240,10 +245,18 @@ impl Front {
                 (s, true)
             }
             // A modern client (MCP 2026-07-28): served on its own, no session.
-            (None, Ok((kind, Some(m), id))) if self.is_modern(m, &body) => {
+            (None, Ok((kind, Some(m), id))) if modern.is_some() => {
                 let (kind, m, id) = (*kind, m.clone(), id.clone());
+                let (params, raw) = modern.unwrap_or_default();
+                let message = super::modern::Message {
+                    kind,
+                    method: m,
+                    id,
+                    params,
+                    raw,
+                };
                 return self
-                    .post_modern(&modern_headers, (kind, &m, id), body, identity)
+                    .post_modern(&modern_headers, message, body, identity)
                     .await;
             }
             (None, _) => {
@@ -301,9 +314,11 @@ impl Front {
             return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
         };
         // A session whose initialize failed is not kept: it would hold a slot for nothing.
-        let failed = serde_json::from_slice::<serde_json::Value>(&line)
-            .ok()
-            .is_some_and(|v| v.get("error").is_some());
+        // (Only an initialize's answer is read; others are relayed as they are.)
+        let failed = new
+            && serde_json::from_slice::<serde_json::Value>(&line)
+                .ok()
+                .is_some_and(|v| v.get("error").is_some());
         let mut r = json_response(line);
         if new && !failed {
             if let Ok(v) = hyper::header::HeaderValue::from_str(&session.id) {
