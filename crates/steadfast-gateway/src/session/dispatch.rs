@@ -106,13 +106,24 @@ impl Session {
             (_, params) => params,
         };
         // Boxed: the call's future is large, and spawning moved it through the runtime's
-        // layers four times; a pointer moves cheaply.
-        tokio::spawn(Box::pin(async move {
-            let _reg = reg;
-            if let Some(line) = crate::session::tool_call::run(&me, &id, params, &ct).await {
-                me.client.respond(&id, line);
-            }
-        }));
+        // layers four times; a pointer moves cheaply. Traced or not is decided here, once, so
+        // the untraced task is the call's own state machine with no wrapper choosing at poll.
+        use crate::session::tool_call;
+        if steadfast::trace::listening() {
+            tokio::spawn(Box::pin(async move {
+                let _reg = reg;
+                if let Some(line) = tool_call::run_traced(&me, &id, params, &ct).await {
+                    me.client.respond(&id, line);
+                }
+            }));
+        } else {
+            tokio::spawn(Box::pin(async move {
+                let _reg = reg;
+                if let Some(line) = tool_call::call(&me, &id, params, &ct).await {
+                    me.client.respond(&id, line);
+                }
+            }));
+        }
     }
 
     /// Any other request: served by the extension, or forwarded, and its answer relayed

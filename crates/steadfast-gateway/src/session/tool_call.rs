@@ -50,7 +50,7 @@ pub fn run<'a>(
 
 /// `run` in its SERVER span, with `mcp.server.operation.duration`.
 #[inline(never)]
-async fn run_traced(
+pub(crate) async fn run_traced(
     session: &Arc<Session>,
     id: &str,
     params: CallParams,
@@ -94,7 +94,7 @@ async fn run_traced(
 }
 
 /// The call itself (in whatever span the caller made).
-async fn call(
+pub(crate) async fn call(
     session: &Arc<Session>,
     id: &str,
     params: CallParams,
