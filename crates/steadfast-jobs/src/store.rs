@@ -145,6 +145,28 @@ fn migrator(backend: Backend) -> Migrator {
     }
 }
 
+/// Runs the migrations. On PostgreSQL sqlx holds an advisory lock while it migrates; on SQLite
+/// it takes none, so two processes opening one new store at the same moment (two gateways
+/// started together on one `[tasks] store`) can both try a migration, and the later one fails
+/// on what the earlier one created. That failure means the other opener committed the
+/// migration (the script and its bookkeeping row are one transaction), so running again skips
+/// it; each failure is one migration someone else applied, which bounds the retries.
+async fn migrate(backend: Backend, pool: &AnyPool) -> Result<(), JobsError> {
+    let migrator = migrator(backend);
+    let mut tries = migrator.iter().count();
+    loop {
+        match migrator.run(pool).await {
+            Err(sqlx::migrate::MigrateError::ExecuteMigration(e, version))
+                if backend == Backend::Sqlite && tries > 0 =>
+            {
+                tracing::debug!(version, error = %e, "a migration raced another opener; again");
+                tries -= 1;
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
 fn valid_schema(s: &str) -> Result<(), JobsError> {
     let ok = !s.is_empty()
         && s.len() <= 63
@@ -233,7 +255,7 @@ impl Store {
             Backend::Sqlite => pool.clone(),
             Backend::Postgres => pool_options(true).connect_lazy_with(connect_opts),
         };
-        migrator(backend).run(&pool).await?;
+        migrate(backend, &pool).await?;
         Ok(Self {
             pool,
             bookkeeping,
