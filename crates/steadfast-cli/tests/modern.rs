@@ -171,6 +171,9 @@ async fn handshake_client_through_the_gateway_to_a_modern_only_upstream() {
     )
     .await;
     assert_eq!(c["result"]["content"][0]["text"], "across eras", "{c}");
+    // What the 2026-07-28 revision added to the result is not relayed to a 2025 client.
+    assert!(c["result"].get("resultType").is_none(), "{c}");
+    assert!(c["result"].get("_meta").is_none(), "{c}");
     let seen = read_counts(&counts.0);
     assert!(
         seen["methods"].get("initialize").is_none(),

@@ -422,6 +422,11 @@ class Fake:
         result = self.run_tool(rid, name, arguments, token, emit)
         if result is None:
             return  # cancelled: no answer, as the spec says
+        if "modern-only" in self.modes:
+            # As the Python SDK 2.x's servers mark a call's result (mcp-server-time does).
+            result = dict(result, resultType="complete", _meta={
+                "io.modelcontextprotocol/serverInfo":
+                    {"name": "fake-modern-upstream", "version": "1.0.0"}})
         emit(before + [ok(rid, result)])
 
     def run_tool(self, rid, name, arguments, token, emit):

@@ -113,17 +113,24 @@ impl Session {
             tokio::spawn(Box::pin(async move {
                 let _reg = reg;
                 if let Some(line) = tool_call::run_traced(&me, &id, params, &ct).await {
-                    me.client.respond(&id, line);
+                    me.respond_handshake(&id, line);
                 }
             }));
         } else {
             tokio::spawn(Box::pin(async move {
                 let _reg = reg;
                 if let Some(line) = tool_call::call(&me, &id, params, &ct).await {
-                    me.client.respond(&id, line);
+                    me.respond_handshake(&id, line);
                 }
             }));
         }
+    }
+
+    /// Answers a handshake-era client's request with `line`, less what a modern upstream's
+    /// result carries that this client's revision does not know (`era::handshake_result`).
+    fn respond_handshake(&self, id: &str, line: Vec<u8>) {
+        let line = crate::wire::era::handshake_result(&line).unwrap_or(line);
+        self.client.respond(id, line);
     }
 
     /// Any other request: served by the extension, or forwarded, and its answer relayed
@@ -148,7 +155,7 @@ impl Session {
             };
             let answer = span::serve(&me, &id, &method, params.as_deref(), answer);
             tokio::select! {
-                line = answer => me.client.respond(&id, me.filter_list(&method, line)),
+                line = answer => me.respond_handshake(&id, me.filter_list(&method, line)),
                 // A cancelled request is not answered (MCP); dropping the forward
                 // cancels it upstream.
                 _ = ct.cancelled() => {}

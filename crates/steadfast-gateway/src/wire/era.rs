@@ -268,6 +268,47 @@ pub const CACHEABLE: [&str; 6] = [
     "resources/read",
 ];
 
+/// A modern server's result made what a handshake-era client knows: what 2026-07-28 added to
+/// results — `resultType: "complete"`, the caching hints `ttlMs` and `cacheScope`, and
+/// `_meta["io.modelcontextprotocol/serverInfo"]` (an empty `_meta` left by it goes too) —
+/// removed. A task handle (`resultType` other than `complete`) is left as it is. `None` when
+/// the line carries none of it (decided on the bytes: no parse for a handshake-era server's
+/// result).
+pub fn handshake_result(line: &[u8]) -> Option<Vec<u8>> {
+    static MARKS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 2]> =
+        std::sync::LazyLock::new(|| {
+            [
+                memchr::memmem::Finder::new(b"\"resultType\""),
+                memchr::memmem::Finder::new(SERVER_INFO.as_bytes()),
+            ]
+        });
+    if MARKS.iter().all(|m| m.find(line).is_none()) {
+        return None;
+    }
+    let mut v: Value = serde_json::from_slice(line).ok()?;
+    let result = v.get_mut("result")?.as_object_mut()?;
+    match result.get("resultType").and_then(Value::as_str) {
+        Some("complete") => {
+            result.remove("resultType");
+            result.remove("ttlMs");
+            result.remove("cacheScope");
+        }
+        Some(_) => return None,
+        None => {}
+    }
+    if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove(SERVER_INFO);
+        if meta.is_empty() {
+            result.remove("_meta");
+        }
+    }
+    let mut out = serde_json::to_vec(&v).ok()?;
+    if line.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    Some(out)
+}
+
 /// A result for a modern client, from a line that may come from a handshake-era server (or
 /// the gateway's own gathering): `"resultType":"complete"` added when missing (servers of the
 /// revision must mark results), and for a cacheable method the caching hints the revision
@@ -608,5 +649,22 @@ mod tests {
         assert_eq!(init["protocolVersion"], LATEST_HANDSHAKE);
         assert_eq!(handshake_version_for(Some("2025-06-18")), "2025-06-18");
         assert_eq!(handshake_version_for(Some("2026-07-28")), LATEST_HANDSHAKE);
+    }
+
+    #[test]
+    fn handshake_results_lose_what_the_modern_revision_added() {
+        let modern = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"12:00"}],"isError":false,"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-time","version":"1"}}}}"#;
+        let out: Value = serde_json::from_slice(&handshake_result(modern).unwrap()).unwrap();
+        assert_eq!(
+            out["result"],
+            json!({"content": [{"type": "text", "text": "12:00"}], "isError": false})
+        );
+        let list = br#"{"jsonrpc":"2.0","id":2,"result":{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s"},"other":1}}}"#;
+        let out: Value = serde_json::from_slice(&handshake_result(list).unwrap()).unwrap();
+        assert_eq!(out["result"], json!({"tools": [], "_meta": {"other": 1}}));
+        // A handshake-era server's result, and a task handle, are left alone.
+        assert!(handshake_result(br#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}"#).is_none());
+        let task = br#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"task","taskId":"t"}}"#;
+        assert!(handshake_result(task).is_none());
     }
 }
