@@ -4,6 +4,8 @@
 //! upstream in its era (the fake upstream's `modern-only` mode refuses `initialize` and any
 //! request without the envelope).
 
+#[path = "support/gateway.rs"]
+mod gateway;
 #[path = "support/raw_client.rs"]
 mod raw_client;
 #[path = "support/temp.rs"]
@@ -225,25 +227,8 @@ async fn http_front(fake_args: &[&str]) -> (Front, Temp, Temp) {
     let mut args = vec!["--count-file", counts.path()];
     args.extend_from_slice(fake_args);
     cmd.args(fake_upstream_command(&args))
-        .env("RUST_LOG", "info")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
-    use tokio::io::AsyncBufReadExt;
-    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(ANSWER, async {
-        while let Ok(Some(line)) = err.next_line().await {
-            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
-                return u.to_owned();
-            }
-        }
-        panic!("the front never said where it listens");
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+        .env("RUST_LOG", "info");
+    let (child, url, _log) = gateway::listening(cmd).await;
     (Front { _child: child, url }, config, counts)
 }
 

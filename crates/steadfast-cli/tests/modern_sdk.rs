@@ -7,6 +7,8 @@
 //! `STEADFAST_TEST_MCP2_PYTHON` names the 2.x interpreter (`scripts/modern-sdk.sh --install`,
 //! which also installs server-everything into `target/modern-sdk/`).
 
+#[path = "support/gateway.rs"]
+mod gateway;
 #[path = "support/temp.rs"]
 mod temp;
 
@@ -122,33 +124,8 @@ async fn http_gateway_logged(
     if !upstream.is_empty() {
         cmd.arg("--").args(upstream);
     }
-    let mut child = cmd
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(BOUND, async {
-        while let Ok(Some(line)) = err.next_line().await {
-            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
-                return u.to_owned();
-            }
-        }
-        panic!("the gateway never said where it listens");
-    })
-    .await
-    .unwrap();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let sink = log.clone();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = err.next_line().await {
-            sink.lock().unwrap().push(line);
-        }
-    });
-    (child, url, log)
+    cmd.env("RUST_LOG", "info");
+    gateway::listening(cmd).await
 }
 
 fn assert_echo(out: &Value, text: &str) {

@@ -9,6 +9,8 @@
 //! unit tests (`ops/prometheus/alerts_test.yml`).
 #![cfg(feature = "http")]
 
+#[path = "support/gateway.rs"]
+mod gateway;
 #[path = "support/http_client.rs"]
 mod http_client;
 #[path = "support/temp.rs"]
@@ -21,7 +23,6 @@ use std::time::Duration;
 use http_client::exchange;
 use serde_json::{Value, json};
 use temp::Temp;
-use tokio::io::AsyncBufReadExt;
 use tokio::time::Instant;
 
 const BOUND: Duration = Duration::from_secs(30);
@@ -287,24 +288,8 @@ args = ["1", "python3", "{script}"]
         "127.0.0.1:0",
         "--config",
         config.path(),
-    ])
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
-    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(BOUND, async {
-        while let Ok(Some(line)) = err.next_line().await {
-            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
-                return u.to_owned();
-            }
-        }
-        panic!("the front never said where it listens");
-    })
-    .await
-    .expect("the gateway starts");
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    ]);
+    let (child, url, _log) = gateway::listening(cmd).await;
     Gateway {
         _child: child,
         url,

@@ -7,6 +7,8 @@
 //! for the SDK-client test `STEADFAST_TEST_MCP_PYTHON` (`scripts/tasks-sdk.sh --install`).
 #![cfg(feature = "otel")]
 
+#[path = "support/gateway.rs"]
+mod gateway;
 #[path = "support/http_client.rs"]
 mod http_client;
 #[path = "support/raw_client.rs"]
@@ -554,23 +556,7 @@ async fn the_http_fronts_traceparent_header_parents_the_server_span() {
         .arg("--")
         .args(fake_upstream_command(&[]));
     export_env(cmd.as_std_mut(), &rx.endpoint);
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
-    let mut err =
-        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stderr.take().unwrap()));
-    let url = tokio::time::timeout(ANSWER, async {
-        while let Ok(Some(line)) = err.next_line().await {
-            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
-                return u.to_owned();
-            }
-        }
-        panic!("the front never said where it listens");
-    })
-    .await
-    .unwrap();
+    let (_child, url, _log) = gateway::listening(cmd).await;
     let json = [
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),

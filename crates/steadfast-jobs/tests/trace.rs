@@ -5,6 +5,7 @@
 //! The runtime is current-thread: the capturing subscriber is the thread's default, and the
 //! worker's tasks must run where it is installed.
 
+#[path = "../../steadfast/tests/capture/mod.rs"]
 mod capture;
 mod common;
 

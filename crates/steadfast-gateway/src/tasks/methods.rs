@@ -35,24 +35,6 @@ fn millis(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// 128 bits a client cannot guess: a task id is all it takes to read or cancel a task. Keyed
-/// SipHash from the OS-seeded `RandomState`, as the HTTP front's session ids (the jitter's
-/// fast generator is predictable from its outputs).
-fn random_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut out = String::with_capacity(32);
-    for _ in 0..2 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        out.push_str(&format!("{:016x}", h.finish()));
-    }
-    out
-}
-
 impl Durable {
     /// Answers a task-augmented `tools/call` with a task handle and queues its job.
     pub(crate) async fn create(
@@ -104,7 +86,7 @@ impl Durable {
             .map_or(max_ttl, |t| t.min(max_ttl));
         upstream_params(&mut params, &target.name);
         let mut row = TaskRow {
-            task_id: random_id(),
+            task_id: crate::wire::secret_id::random_hex(),
             owner: owner_of(session),
             job_id: None,
             tool: name,

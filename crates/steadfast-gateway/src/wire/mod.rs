@@ -13,4 +13,5 @@ pub(crate) mod methods;
 pub(crate) mod naming;
 pub(crate) mod outbound;
 pub(crate) mod sanitize;
+pub(crate) mod secret_id;
 pub(crate) mod trace_context;

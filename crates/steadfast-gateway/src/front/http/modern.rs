@@ -12,10 +12,10 @@
 //! defines none from client to server over HTTP (closing the stream cancels).
 
 use super::routes::{ANSWER_BOUND, CancelUnlessAnswered};
-use super::sessions::random_u128;
 use super::sse::post_stream;
 use super::*;
 use crate::wire::era;
+use crate::wire::secret_id::random_u128;
 
 /// The routing headers of a POST, read before its body is.
 #[derive(Debug, Default)]

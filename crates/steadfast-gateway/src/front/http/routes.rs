@@ -2,7 +2,7 @@
 //! (the session's stream) and DELETE (end the session).
 
 use super::modern::ModernHeaders;
-use super::sessions::{end, random_u128};
+use super::sessions::end;
 use super::sse::{accepts_sse, post_stream};
 use super::*;
 
@@ -235,7 +235,7 @@ impl Front {
                     self.opening
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
-                let id = format!("{:032x}", random_u128());
+                let id = crate::wire::secret_id::random_hex();
                 let limits = self.config.limits;
                 let client = Client::new(limits.max_queued_notifications);
                 let s = Session::with_id(id, client, self.router.clone(), limits);

@@ -91,18 +91,3 @@ impl Front {
         sse_response(rx)
     }
 }
-
-pub(super) fn random_u128() -> u128 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut out = 0u128;
-    for _ in 0..2 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        out = (out << 64) | u128::from(h.finish());
-    }
-    out
-}
