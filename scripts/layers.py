@@ -23,7 +23,7 @@ LAYERS = [
     ["config", "limits"],
     ["upstream"],
     ["naming", "shared", "tools", "router", "gather", "route"],
-    ["tool_call", "call"],
+    ["call"],
     ["session"],
     ["tasks"],
     ["stdio_front", "http_front", "front"],

@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub(crate) mod call;
 pub(crate) mod config;
 mod front;
 pub(crate) mod route;

@@ -288,12 +288,7 @@ impl Session {
     }
 
     pub(crate) fn upstream_names(&self) -> String {
-        self.router
-            .routes()
-            .iter()
-            .map(|r| r.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        crate::call::resolve::upstream_names(&self.router)
     }
 
     /// `logging/setLevel`: remembered for every upstream and sent to those that offer logging

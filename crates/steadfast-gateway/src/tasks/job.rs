@@ -2,7 +2,7 @@
 //! the job store (`run_at`), never in memory, and a restart picks them up.
 //!
 //! What counts as a failure, whether it may be replayed and what the model is told are the live
-//! call's: the attempt is mapped by `tool_call`'s code, classified by `CallFailure`, vetoed by
+//! call's: the attempt is `call::attempt`'s, classified by `CallFailure`, vetoed by
 //! the same rule (replay only tools that may be replayed, or calls that provably never ran),
 //! and the `LlmError` a task ends with is the one the engine itself gives for that failure.
 
@@ -11,8 +11,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use steadfast::{
-    CallKeys, CancellationToken, Classify, ErrorClass, ErrorCode, LlmError, OwnedPermit,
-    RetryBudget, RetryPolicy,
+    CancellationToken, Classify, ErrorClass, ErrorCode, LlmError, OwnedPermit, RetryBudget,
+    RetryPolicy,
 };
 use steadfast_jobs::JobContext;
 use steadfast_mcp::{CallFailure, ToolCall, ToolPolicy};
@@ -20,7 +20,7 @@ use steadfast_mcp::{CallFailure, ToolCall, ToolPolicy};
 use super::Shared;
 use super::store::{TaskRow, TaskStore, status};
 use super::wire::{llm_result, outcome_unknown, unknown};
-use crate::session::tool_call::Answer;
+use crate::call::Answer;
 
 /// The handler's name in the job store.
 pub(crate) const HANDLER: &str = "steadfast.tools_call";
@@ -90,16 +90,16 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
         tracing::warn!(task = %row.task_id, tool = %row.tool, "a durable call was sent before a restart and never answered; not resent (the tool is not idempotent)");
         return end_failed(s, store, &row, &failure).await;
     }
-    let Some(target) = s.resolver.resolve(&row.tool) else {
+    let Some(to) = s.resolver.resolve(&row.tool) else {
         let mut e = LlmError::new(steadfast::LlmErrorCode::InvalidRequest).with_tool(&row.tool);
         e.message = "no upstream serves this tool any more".to_owned();
         return end_failed(s, store, &row, &llm_result(&e)).await;
     };
-    let listed = target.upstream.lists(&target.name);
-    let entry = target.tools.entry(&target.key, listed);
+    let listed = to.upstream.lists(&to.name);
+    let entry = to.tools.entry(&to.key, listed);
     let policy = &entry.settings.policy;
     let params: Value = serde_json::from_str(&row.params).map_err(internal)?;
-    withdraw(target.tools.budget(), attempt, policy)?;
+    withdraw(to.tools.budget(), attempt, policy)?;
     let permit = match &entry.breaker {
         Some(b) => match b.try_acquire_owned() {
             Ok(p) => Some(p),
@@ -124,11 +124,8 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
         },
         None => None,
     };
-    if let Some(limit) = target.tools.call_limit() {
-        let keys = CallKeys::new()
-            .session(row.owner.clone())
-            .tool(target.key.clone())
-            .upstream(target.upstream.name.clone());
+    if let Some(limit) = to.tools.call_limit() {
+        let keys = crate::call::limits::keys(row.owner.clone(), &to.key, &to.upstream.name);
         if let Err(e) = limit.acquire(&keys).await {
             return fail(s, store, &row, attempt, CallFailure::Limited(e)).await;
         }
@@ -150,7 +147,7 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
     }
     let cancel = s.running(&row.task_id);
     let outcome = tokio::select! {
-        r = super::attempt::traced(&target, &params, policy, &row.task_id, ctx.attempt()) => Some(r),
+        r = super::attempt::traced(&to, &params, policy, &row.task_id, ctx.attempt()) => Some(r),
         _ = cancel.cancelled() => None,
         _ = ctx.cancelled().cancelled() => None,
     };

@@ -36,9 +36,9 @@ use crate::session::extension::Extension;
 use crate::upstream::Upstream;
 use futures::future::BoxFuture;
 
-/// Where a tool's calls go: the upstream, its per-tool state, and the tool's name there.
+/// Where a durable tool's calls go: the upstream, its per-tool state, and the tool's name there.
 #[derive(Debug, Clone)]
-pub(crate) struct Target {
+pub(crate) struct Destination {
     /// The upstream serving the tool.
     pub upstream: Arc<Upstream>,
     /// Its per-tool state (policies, breakers, budget, call limit).
@@ -52,16 +52,16 @@ pub(crate) struct Target {
 
 /// Finds the upstream for a tool name as the client writes it.
 pub(crate) trait Resolve: Send + Sync + 'static {
-    /// The target of `tool`, if any upstream serves it.
-    fn resolve(&self, tool: &str) -> Option<Target>;
+    /// Where `tool`'s calls go, if any upstream serves it.
+    fn resolve(&self, tool: &str) -> Option<Destination>;
 }
 
 /// Durable tool calls find a tool's upstream the way live calls do.
 impl Resolve for crate::route::router::Router {
-    fn resolve(&self, tool: &str) -> Option<Target> {
+    fn resolve(&self, tool: &str) -> Option<Destination> {
         let (route, name) =
             crate::route::router::Router::resolve(self, crate::route::router::Kind::Tool, tool)?;
-        Some(Target {
+        Some(Destination {
             upstream: route.upstream.clone(),
             tools: route.tools.clone(),
             name: name.into_owned(),

@@ -9,13 +9,13 @@ use steadfast_jobs::{JobOptions, ManualClock, WorkerConfig};
 use super::job::{HANDLER, Payload};
 use super::store::{TaskRow, status};
 use super::wire::derive;
-use super::{Durable, Resolve, Target, TasksConfig};
+use super::{Destination, Durable, Resolve, TasksConfig};
 
 /// No upstream: a job that gets as far as sending finds none.
 struct Nowhere;
 
 impl Resolve for Nowhere {
-    fn resolve(&self, _: &str) -> Option<Target> {
+    fn resolve(&self, _: &str) -> Option<Destination> {
         None
     }
 }

@@ -15,7 +15,7 @@ use crate::wire::outbound::Outbound;
 
 /// Where a request from the server goes: a client, and the stream of its request the server
 /// is working on, if that request has one.
-type Target = (Arc<dyn Downstream>, Option<Arc<Outbound>>);
+type Recipient = (Arc<dyn Downstream>, Option<Arc<Outbound>>);
 
 impl Upstream {
     /// Handles one frame read from the server.
@@ -220,7 +220,7 @@ impl Upstream {
         &self,
         related: Option<u64>,
         task: Option<&str>,
-    ) -> Result<Target, &'static str> {
+    ) -> Result<Recipient, &'static str> {
         let live = self.clients();
         let find = |serial: u64| live.iter().find(|c| c.serial() == serial).cloned();
         // A related client that is gone: no other session may answer in its name. A task
