@@ -106,7 +106,9 @@ pub(crate) fn resolve<'r>(
     }
     let decoded: &'r Value = decoded;
     let params = match name_at {
-        Some(_) => Params::Raw(text),
+        // Raw params come from a handshake-era request only (`Session::on_tools_call`, after
+        // the session found no 2026-07-28 envelope in them): the upstream need not look again.
+        Some(_) => Params::Plain(text),
         None => Params::Value(decoded),
     };
     // (Raw params have no progress token: `CallParams::parse` decodes those; `decoded` is

@@ -72,6 +72,9 @@ pub(crate) enum Params<'a> {
     Value(&'a Value),
     /// Raw JSON text.
     Raw(&'a str),
+    /// Raw JSON text the session already found without the 2026-07-28 envelope (a
+    /// handshake-era client's request): a handshake-era upstream gets it as it is, unscanned.
+    Plain(&'a str),
 }
 
 impl Upstream {
@@ -134,11 +137,15 @@ impl Upstream {
         let params: Option<std::borrow::Cow<'_, str>> = match params {
             None => self.in_era(None),
             Some(Params::Value(v)) => Some(self.value_in_era(v, token).into()),
-            Some(Params::Raw(raw)) if token.is_some() => match serde_json::from_str::<Value>(raw) {
-                Ok(v) => Some(self.value_in_era(&v, token).into()),
-                Err(_) => self.in_era(Some(raw.into())),
-            },
-            Some(Params::Raw(raw)) => self.in_era(Some(raw.into())),
+            Some(Params::Raw(raw) | Params::Plain(raw)) if token.is_some() => {
+                match serde_json::from_str::<Value>(raw) {
+                    Ok(v) => Some(self.value_in_era(&v, token).into()),
+                    Err(_) => self.in_era(Some(raw.into())),
+                }
+            }
+            // `in_era` would scan it for the envelope the session found absent.
+            Some(Params::Plain(raw)) if !self.is_modern() => Some(raw.into()),
+            Some(Params::Raw(raw) | Params::Plain(raw)) => self.in_era(Some(raw.into())),
         };
         // Traced: this request carries the current (CLIENT) span's context in `_meta`.
         let params = if steadfast::trace::listening() {
