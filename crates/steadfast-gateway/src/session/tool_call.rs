@@ -100,5 +100,8 @@ async fn call_request(
         // progress and the server's requests related to any attempt go there.
         stream: session.client.request_stream(id),
     };
-    crate::call::run(&session.router, &config, &ctx, request).await
+    // Boxed: the call's future is large (the request, its route and terms, the engine's
+    // state); held inline it made the spawned task's allocation one malloc serves slowly, and
+    // spawning moved it through the runtime's layers. A pointer moves cheaply.
+    Box::pin(crate::call::run(&session.router, &config, &ctx, request)).await
 }
