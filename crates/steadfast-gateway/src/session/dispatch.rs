@@ -105,9 +105,9 @@ impl Session {
             }
             (_, params) => params,
         };
-        // Traced or not is decided here, once, so the untraced task is the call's own state
-        // machine with no wrapper choosing at poll. (The untraced call boxes its large part
-        // itself, `tool_call::call_request`: the task stays small.)
+        // Boxed: the call's future is large, and spawning moved it through the runtime's
+        // layers four times; a pointer moves cheaply. Traced or not is decided here, once, so
+        // the untraced task is the call's own state machine with no wrapper choosing at poll.
         use crate::session::tool_call;
         if steadfast::trace::listening() {
             tokio::spawn(Box::pin(async move {
@@ -117,12 +117,12 @@ impl Session {
                 }
             }));
         } else {
-            tokio::spawn(async move {
+            tokio::spawn(Box::pin(async move {
                 let _reg = reg;
                 if let Some(line) = tool_call::call(&me, &id, params, &ct).await {
                     me.respond_handshake(&id, line);
                 }
-            });
+            }));
         }
     }
 

@@ -69,14 +69,15 @@ pub(crate) async fn run_traced(
     line
 }
 
-/// The call itself (in whatever span the caller made).
-pub(crate) async fn call(
-    session: &Arc<Session>,
-    id: &str,
+/// The call itself (in whatever span the caller made). Not an `async fn`: one state machine
+/// less around the call.
+pub(crate) fn call<'a>(
+    session: &'a Arc<Session>,
+    id: &'a str,
     params: CallParams,
-    cancel: &CancellationToken,
-) -> Option<Vec<u8>> {
-    call_request(session, id, Request::new(params), cancel).await
+    cancel: &'a CancellationToken,
+) -> impl std::future::Future<Output = Option<Vec<u8>>> + 'a {
+    call_request(session, id, Request::new(params), cancel)
 }
 
 async fn call_request(
@@ -101,7 +102,6 @@ async fn call_request(
         stream: session.client.request_stream(id),
     };
     // Boxed: the call's future is large (the request, its route and terms, the engine's
-    // state); held inline it made the spawned task's allocation one malloc serves slowly, and
-    // spawning moved it through the runtime's layers. A pointer moves cheaply.
+    // state); held inline, the spawned task's box grew past what malloc serves quickly.
     Box::pin(crate::call::run(&session.router, &config, &ctx, request)).await
 }
