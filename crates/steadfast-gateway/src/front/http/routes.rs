@@ -223,7 +223,7 @@ impl Front {
                 Some(s) => (s, false),
                 None => return full(StatusCode::NOT_FOUND, "no such session: initialize again\n"),
             },
-            (None, Ok((Kind::Request, Some(m), _))) if m == "initialize" => {
+            (None, Ok((MessageKind::Request, Some(m), _))) if m == "initialize" => {
                 {
                     // The check and the reservation under one lock: concurrent initializes
                     // cannot all pass it.
@@ -281,7 +281,7 @@ impl Front {
         // is kept only once its answer is known to be a success.
         let streamed = sse && !new;
         let waiting = match &parsed {
-            Ok((Kind::Request, _, Some(id))) if streamed => {
+            Ok((MessageKind::Request, _, Some(id))) if streamed => {
                 let cap = self.config.limits.max_queued_notifications;
                 let stream = session.client.open_stream(id, cap);
                 session.on_frame(crate::wire::framing::one_line(Frame::Line(
@@ -289,7 +289,7 @@ impl Front {
                 )));
                 return post_stream(session, id.clone(), stream, json_response).await;
             }
-            Ok((Kind::Request, _, Some(id))) => {
+            Ok((MessageKind::Request, _, Some(id))) => {
                 Some((id.clone(), session.client.await_response(id)))
             }
             _ => None,
