@@ -80,8 +80,8 @@ impl Config {
                         message,
                     }]
                 };
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| located(format!("cannot read: {e}")))?;
+                let text =
+                    std::fs::read_to_string(p).map_err(|e| located(format!("cannot read: {e}")))?;
                 toml::from_str(&text).map_err(|e| located(e.to_string()))?
             }
             _ => toml::Table::new(),
@@ -152,7 +152,9 @@ mod tests {
         std::fs::write(&file, "[defaults]\nretry = { max_attempts = 0 }\n").unwrap();
         let errors = Config::layered(Some(&file), None, &flags).unwrap_err();
         assert!(
-            errors[0].to_string().starts_with(&format!("{}:2:", file.display())),
+            errors[0]
+                .to_string()
+                .starts_with(&format!("{}:2:", file.display())),
             "{}",
             errors[0]
         );

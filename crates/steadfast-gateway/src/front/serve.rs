@@ -129,7 +129,7 @@ impl Signals {
                 _ = self.term.recv() => return Exit::Signal(libc::SIGTERM),
                 _ = self.int.recv() => return Exit::Signal(libc::SIGINT),
                 _ = self.hup.recv() => match self.reload.as_ref().map(|r| r()) {
-                    Some(Ok(new)) => crate::route::router::log_reload(router, new),
+                    Some(Ok(new)) => log_reload(router, new),
                     Some(Err(errors)) => {
                         for e in errors {
                             tracing::error!("config not reloaded (the old one stays): {e}");
@@ -139,5 +139,27 @@ impl Signals {
                 },
             }
         }
+    }
+}
+
+/// Applies a reloaded configuration and says what it changed (or why it was refused).
+fn log_reload(router: &Router, new: Config) {
+    let single_changed = matches!(
+        router.topology(),
+        crate::route::topology::Topology::Single(_)
+    ) && new.upstream.is_some()
+        && new.upstream.as_ref().map(|u| format!("{u:?}"))
+            != router.config().upstream.as_ref().map(|u| format!("{u:?}"));
+    match router.reload(Arc::new(new)) {
+        Ok(changes) => {
+            if single_changed {
+                tracing::warn!("the new config names another [upstream]; that takes a restart");
+            }
+            for c in &changes {
+                tracing::info!("config reloaded: {c}");
+            }
+            tracing::info!("config reloaded: policies, limits and budgets in force for new calls");
+        }
+        Err(why) => tracing::error!("config not reloaded (the old one stays): {why}"),
     }
 }

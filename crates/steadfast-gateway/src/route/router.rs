@@ -666,26 +666,6 @@ pub(crate) fn gateway_init_params() -> String {
     .to_string()
 }
 
-/// Applies a reloaded configuration and says what it changed (or why it was refused).
-pub(crate) fn log_reload(router: &Router, new: crate::Config) {
-    let single_changed = matches!(router.topology(), Topology::Single(_))
-        && new.upstream.is_some()
-        && new.upstream.as_ref().map(|u| format!("{u:?}"))
-            != router.config().upstream.as_ref().map(|u| format!("{u:?}"));
-    match router.reload(Arc::new(new)) {
-        Ok(changes) => {
-            if single_changed {
-                tracing::warn!("the new config names another [upstream]; that takes a restart");
-            }
-            for c in &changes {
-                tracing::info!("config reloaded: {c}");
-            }
-            tracing::info!("config reloaded: policies, limits and budgets in force for new calls");
-        }
-        Err(why) => tracing::error!("config not reloaded (the old one stays): {why}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,7 +678,8 @@ mod tests {
             spec: steadfast_mcp::Upstream::command("true", Vec::<String>::new()),
             budget: None,
         }]);
-        let router = Router::build(set, &config, &crate::route::shared::SharedState::default()).unwrap();
+        let router =
+            Router::build(set, &config, &crate::route::shared::SharedState::default()).unwrap();
         let route = router.first();
         let tools: Vec<_> = names.iter().map(|n| json!({"name": n})).collect();
         route.upstream.learn_tools(&json!({ "tools": tools }), true);

@@ -55,7 +55,10 @@ impl std::fmt::Debug for Tools {
 impl Tools {
     /// State for the tools configured in `config`; breakers, the budget and call counts are
     /// shared through `shared` when it has a Redis.
-    pub(crate) fn with_shared(config: Arc<Config>, shared: crate::route::shared::SharedState) -> Self {
+    pub(crate) fn with_shared(
+        config: Arc<Config>,
+        shared: crate::route::shared::SharedState,
+    ) -> Self {
         Self::for_upstream("upstream", config, shared)
     }
 

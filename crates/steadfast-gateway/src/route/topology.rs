@@ -65,7 +65,10 @@ impl Topology {
     pub(crate) fn init_result(&self, connected: &[Arc<Route>], health_tool: bool) -> String {
         match self {
             Self::Single(route) => {
-                let result = route.upstream.init_result().unwrap_or_else(|| "{}".to_owned());
+                let result = route
+                    .upstream
+                    .init_result()
+                    .unwrap_or_else(|| "{}".to_owned());
                 with_tools_capability(result, health_tool)
             }
             Self::Namespaced { .. } => merged_init(connected).to_string(),

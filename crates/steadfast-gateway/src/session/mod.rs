@@ -142,7 +142,11 @@ impl Session {
     }
 
     /// A session for `client` over `upstream`.
-    pub(crate) fn new(client: Arc<Client>, router: Arc<Router>, limits: SessionLimits) -> Arc<Self> {
+    pub(crate) fn new(
+        client: Arc<Client>,
+        router: Arc<Router>,
+        limits: SessionLimits,
+    ) -> Arc<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
