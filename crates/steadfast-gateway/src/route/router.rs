@@ -107,6 +107,9 @@ pub(crate) enum Kind {
     Prompt,
 }
 
+/// The routes in force after a reload, and those of them that are new (to be started).
+type NextRoutes = (Vec<Arc<Route>>, Vec<Arc<Route>>);
+
 /// A client the upstreams were started for (an upstream a reload adds is started for it too).
 type Started = std::sync::Weak<dyn Downstream>;
 
@@ -593,7 +596,7 @@ impl Router {
         config: &Arc<crate::Config>,
         current: &[Arc<Route>],
         changes: &mut Vec<String>,
-    ) -> Result<(Vec<Arc<Route>>, Vec<Arc<Route>>), String> {
+    ) -> Result<NextRoutes, String> {
         if config.upstreams.is_empty() {
             return Err(
                 "the new config names no upstreams (several are running); going from \
