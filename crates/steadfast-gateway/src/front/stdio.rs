@@ -137,6 +137,9 @@ pub async fn serve_stdio_with(
     };
     tracing::info!(?exit, "stopping");
     reader.abort();
+    // A modern client's listens end gracefully: their results are queued before the rest is
+    // cancelled.
+    router.changes().close_all(Duration::from_millis(500)).await;
     session.cancel_all();
     if let Some(d) = &durable {
         d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released

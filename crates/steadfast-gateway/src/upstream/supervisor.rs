@@ -224,8 +224,14 @@ async fn serve(
                 None,
             ));
         }
+        if let Some(changes) = up.changes() {
+            changes.publish_change(super::changes::Change::Tools);
+        }
     }
     tally.ever_connected = true;
+    // What the server announces reaches the front's listeners: a modern server only on a
+    // listen of the gateway's own (`listen.rs`).
+    tokio::spawn(super::listen::follow(up.clone(), link.clone()));
     let why = tokio::select! {
         why = conn.ended() => why,
         _ = up.shutdown.cancelled() => {

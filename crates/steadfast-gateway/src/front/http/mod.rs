@@ -35,6 +35,7 @@ use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{Envelope, Kind};
 use crate::wire::outbound::Outbound;
 
+mod listen;
 mod modern;
 mod options;
 mod routes;
@@ -190,6 +191,13 @@ pub async fn serve_http(
             },
         }
     };
+    // Listens end gracefully (their result is their stream's last event), and the gateway
+    // waits a moment for their streams to take it.
+    front
+        .router
+        .changes()
+        .close_all(Duration::from_millis(500))
+        .await;
     for (_, (s, _)) in front
         .sessions
         .lock()

@@ -1,0 +1,186 @@
+//! What one upstream connection must be asked so that its announcements reach the gateway.
+//!
+//! A handshake-era server sends list changes on its connection unasked, and resource updates
+//! for the URIs subscribed with `resources/subscribe`: the gateway subscribes (and
+//! unsubscribes) the URIs its modern listeners watch. A modern (2026-07-28) server sends
+//! nothing unasked: the gateway keeps a `subscriptions/listen` of its own open on the
+//! connection, for the list changes the server declares and the URIs the listeners watch,
+//! and listens again when that set of URIs changes. What arrives goes to the sessions and the
+//! listeners alike (`inbound.rs`), so a handshake-era client in front of a modern server gets
+//! list changes too.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Link, Params, Reply, Upstream};
+
+/// Listens the gateway's own listen may fail in a row on one connection before it gives up
+/// (until the next connection).
+const MAX_FAILURES: u32 = 5;
+
+/// Follows the connection `link` until it ends: the gateway's listen (modern server) or its
+/// resource subscriptions (handshake-era server).
+pub(super) async fn follow(up: Arc<Upstream>, link: Arc<Link>) {
+    let Some(changes) = up.changes().cloned() else {
+        return;
+    };
+    let caps = up
+        .init_result()
+        .and_then(|r| serde_json::from_str::<Value>(&r).ok())
+        .and_then(|v| v.get("capabilities").cloned())
+        .unwrap_or(Value::Null);
+    let flag = |path: &str| caps.pointer(path).and_then(Value::as_bool) == Some(true);
+    let subscribe = flag("/resources/subscribe");
+    let lists = [
+        ("toolsListChanged", flag("/tools/listChanged")),
+        ("promptsListChanged", flag("/prompts/listChanged")),
+        ("resourcesListChanged", flag("/resources/listChanged")),
+    ];
+    let wanted = changes.wanted();
+    let work = async {
+        if up.is_modern() {
+            listen(&up, &link, lists, subscribe, wanted).await;
+        } else if subscribe {
+            subscriptions(&up, &link, wanted).await;
+        }
+    };
+    tokio::select! {
+        _ = work => {}
+        _ = link.closed() => {}
+        _ = up.shutting_down() => {}
+    }
+}
+
+/// A modern server: one listen of the gateway's own open at a time; when the URIs wanted
+/// change, the new listen is opened before the old one ends (no gap; a change announced on
+/// both is a level trigger, harmless twice).
+async fn listen(
+    up: &Arc<Upstream>,
+    link: &Arc<Link>,
+    lists: [(&str, bool); 3],
+    subscribe: bool,
+    mut wanted: tokio::sync::watch::Receiver<Arc<BTreeSet<String>>>,
+) {
+    let mut failures = 0u32;
+    let mut open = None;
+    loop {
+        let uris = if subscribe {
+            wanted.borrow_and_update().clone()
+        } else {
+            Arc::default()
+        };
+        let mut filter = serde_json::Map::new();
+        for (key, on) in lists {
+            if on {
+                filter.insert(key.into(), Value::Bool(true));
+            }
+        }
+        if !uris.is_empty() {
+            filter.insert("resourceSubscriptions".into(), json!(*uris));
+        }
+        let (guard, mut reply) = if filter.is_empty() {
+            // Nothing to listen for (yet): wait for URIs.
+            drop(open.take());
+            if !subscribe || wanted.changed().await.is_err() {
+                return;
+            }
+            continue;
+        } else {
+            let params = json!({"notifications": filter});
+            up.call(
+                link,
+                "subscriptions/listen",
+                Some(Params::Value(&params)),
+                None,
+            )
+        };
+        // The old listen ends once the new one is sent.
+        drop(open.replace(guard));
+        tokio::select! {
+            r = &mut reply => {
+                open = None;
+                let why = match r {
+                    // The server ended it gracefully (it is stopping, or shedding listens).
+                    Ok(Reply::Result(_)) => "the server closed it".to_owned(),
+                    Ok(Reply::Error(e)) => {
+                        let code = serde_json::from_str::<Value>(&e).ok().and_then(|v| v["code"].as_i64());
+                        if code == Some(-32601) {
+                            tracing::info!(upstream = %up.name, "the upstream does not serve subscriptions/listen: its list changes are not relayed");
+                            return;
+                        }
+                        format!("refused: {}", steadfast::sanitize(&e))
+                    }
+                    Ok(other) => steadfast::sanitize(&format!("{other:?}")).into_owned(),
+                    Err(_) => "dropped".to_owned(),
+                };
+                if link.is_closed() {
+                    return;
+                }
+                failures += 1;
+                tracing::warn!(upstream = %up.name, failures, reason = %why, "the gateway's subscriptions/listen on the upstream ended");
+                if failures >= MAX_FAILURES {
+                    tracing::warn!(upstream = %up.name, "not listening to the upstream again until it reconnects");
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(500) * failures).await;
+            }
+            changed = wanted.changed(), if subscribe => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A handshake-era server that offers resource subscriptions: `resources/subscribe` for each
+/// URI a listener watches, `resources/unsubscribe` when none does any more.
+///
+/// A handshake-era client's own subscription to the same URI on the same server is the
+/// server's one subscription too: the gateway's unsubscribe ends it (documented).
+async fn subscriptions(
+    up: &Arc<Upstream>,
+    link: &Arc<Link>,
+    mut wanted: tokio::sync::watch::Receiver<Arc<BTreeSet<String>>>,
+) {
+    let mut held: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let want = wanted.borrow_and_update().clone();
+        let add: Vec<String> = want.difference(&held).cloned().collect();
+        let drop_: Vec<String> = held.difference(&want).cloned().collect();
+        for uri in add {
+            if ask(up, link, "resources/subscribe", &uri).await {
+                held.insert(uri);
+            }
+        }
+        for uri in drop_ {
+            ask(up, link, "resources/unsubscribe", &uri).await;
+            held.remove(&uri);
+        }
+        if wanted.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends `method` for `uri` and waits (bounded by `request_timeout`) for the answer; whether
+/// it was a result.
+async fn ask(up: &Arc<Upstream>, link: &Arc<Link>, method: &str, uri: &str) -> bool {
+    let params = json!({"uri": uri});
+    let (guard, reply) = up.call(link, method, Some(Params::Value(&params)), None);
+    match tokio::time::timeout(up.settings.request_timeout, reply).await {
+        Ok(Ok(Reply::Result(_))) => {
+            guard.finish();
+            true
+        }
+        Ok(r) => {
+            guard.finish();
+            tracing::debug!(upstream = %up.name, method, reply = ?r.ok(), "a resource subscription for a listener was not taken");
+            false
+        }
+        Err(_) => false,
+    }
+}
