@@ -342,6 +342,9 @@ impl Changes {
     /// Delivers a notification an upstream (or the gateway) sent to the listeners that asked
     /// for its kind; other notifications are not for listeners.
     pub(crate) fn publish(&self, method: &str, params: Option<&str>) {
+        if self.lock().is_empty() {
+            return; // (no URI parsed for nobody)
+        }
         if let Some(change) = Change::of(method, params) {
             self.publish_change(change);
         }
