@@ -348,6 +348,10 @@ fn assert_listened(out: &Value, how: &str) {
         .collect();
     assert!(events.contains(&"ToolsListChanged"), "{how}: {out}");
     assert!(events.contains(&"ResourceUpdated note://a"), "{how}: {out}");
+    assert_eq!(
+        out["touches"], 1,
+        "acknowledged once the URI is watched upstream: the first update arrives: {how}: {out}"
+    );
 }
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 //!
 //! The listen is acknowledged first (`notifications/subscriptions/acknowledged` with the
 //! filter honoured: every kind asked for, since the gateway relays whatever its upstreams
-//! announce), then carries the changes its filter asks for (`upstream::changes`) until the
+//! announce) — once the upstreams watch its resource URIs (`upstream/listen.rs`), bounded by
+//! [`COVERED_BOUND`] —, then carries the changes its filter asks for (`upstream::changes`) until the
 //! client cancels it (HTTP: closes the stream; stdio: `notifications/cancelled`) — no answer
 //! then —, the gateway stops (the graceful result), or it falls behind (an error saying so).
 
@@ -19,6 +20,10 @@ use crate::wire::jsonrpc::{self, code};
 
 /// The method.
 pub(crate) const LISTEN: &str = "subscriptions/listen";
+
+/// How long a listen with resource URIs waits for the upstreams to watch them before it is
+/// acknowledged anyway (an upstream that does not answer must not hold every listen).
+const COVERED_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Removes the listener from the hub however the listen ends.
 struct Open {
@@ -53,7 +58,8 @@ impl Session {
             .request_stream(id)
             .unwrap_or_else(|| self.client.out.clone());
         let hub = self.router.changes().clone();
-        let listener = match hub.open(id, filter, out) {
+        let watches = !filter.uris.is_empty();
+        let (listener, serial) = match hub.open(id, filter, out) {
             Ok(l) => l,
             Err(Refused::Full(max)) => {
                 return Some(jsonrpc::error_response(
@@ -70,6 +76,15 @@ impl Session {
             }
         };
         let open = Open { hub, listener };
+        // Acknowledged once the upstreams watch its URIs (bounded): an update right after the
+        // acknowledgment is not lost between the two.
+        if watches {
+            tokio::select! {
+                _ = open.hub.wait_covered(serial, COVERED_BOUND) => {}
+                _ = ct.cancelled() => return None,
+            }
+        }
+        open.hub.acknowledge(&open.listener);
         tokio::select! {
             end = open.listener.ended() => Some(changes::end_line(id, &end)),
             _ = ct.cancelled() => None,

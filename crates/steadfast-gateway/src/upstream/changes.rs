@@ -200,6 +200,8 @@ pub(crate) struct Listener {
     id_value: Value,
     filter: Filter,
     out: Arc<Outbound>,
+    /// Set once the acknowledgment is queued: nothing is delivered before it.
+    acked: std::sync::atomic::AtomicBool,
     end: Mutex<Option<End>>,
     ended: Notify,
 }
@@ -236,6 +238,15 @@ pub(crate) enum Refused {
     Closing,
 }
 
+/// The resource URIs the listeners watch together, and a serial that grows with each change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Wanted {
+    /// Bumped whenever `uris` changes.
+    pub serial: u64,
+    /// Every URI some listener watches.
+    pub uris: Arc<BTreeSet<String>>,
+}
+
 /// The open listens of one front, and the resource URIs they watch together.
 #[derive(Debug)]
 pub(crate) struct Changes {
@@ -243,7 +254,38 @@ pub(crate) struct Changes {
     listeners: Mutex<Vec<Arc<Listener>>>,
     closing: std::sync::atomic::AtomicBool,
     /// Every URI some listener watches: upstreams follow it (`listen.rs`).
-    wanted: watch::Sender<Arc<BTreeSet<String>>>,
+    wanted: watch::Sender<Wanted>,
+    /// The upstream connections that follow `wanted`, each with the serial it covers (its
+    /// subscriptions or its own listen include those URIs).
+    followers: Mutex<Vec<Arc<std::sync::atomic::AtomicU64>>>,
+    covered: Notify,
+}
+
+/// One upstream connection following the URIs wanted; unregistered when dropped.
+#[derive(Debug)]
+pub(crate) struct Follower {
+    hub: Arc<Changes>,
+    slot: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Follower {
+    /// The connection now delivers updates for the URIs of `serial`.
+    pub(crate) fn covered(&self, serial: u64) {
+        self.slot
+            .fetch_max(serial, std::sync::atomic::Ordering::AcqRel);
+        self.hub.covered.notify_waiters();
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.hub
+            .followers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|f| !Arc::ptr_eq(f, &self.slot));
+        self.hub.covered.notify_waiters();
+    }
 }
 
 impl Changes {
@@ -253,8 +295,44 @@ impl Changes {
             max,
             listeners: Mutex::default(),
             closing: std::sync::atomic::AtomicBool::new(false),
-            wanted: watch::Sender::new(Arc::default()),
+            wanted: watch::Sender::new(Wanted::default()),
+            followers: Mutex::default(),
+            covered: Notify::new(),
         })
+    }
+
+    /// Registers an upstream connection that follows the URIs wanted.
+    pub(crate) fn follower(self: &Arc<Self>) -> Follower {
+        let slot = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        self.followers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(slot.clone());
+        Follower {
+            hub: self.clone(),
+            slot,
+        }
+    }
+
+    /// Waits, up to `bound`, until every follower covers the URIs of `serial` (a new listen's
+    /// URIs are watched upstream before it is acknowledged).
+    pub(crate) async fn wait_covered(&self, serial: u64, bound: std::time::Duration) {
+        let all = async {
+            loop {
+                let wake = self.covered.notified();
+                let behind = self
+                    .followers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .any(|f| f.load(std::sync::atomic::Ordering::Acquire) < serial);
+                if !behind {
+                    return;
+                }
+                wake.await;
+            }
+        };
+        let _ = tokio::time::timeout(bound, all).await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Listener>>> {
@@ -268,24 +346,26 @@ impl Changes {
     }
 
     /// The URIs listeners watch, and their changes.
-    pub(crate) fn wanted(&self) -> watch::Receiver<Arc<BTreeSet<String>>> {
+    pub(crate) fn wanted(&self) -> watch::Receiver<Wanted> {
         self.wanted.subscribe()
     }
 
-    /// Opens listen `id` (raw JSON) delivering on `out`: its acknowledgment is queued first,
-    /// before any change can be (changes are published under the same lock).
+    /// Opens listen `id` (raw JSON) delivering on `out`, not acknowledged yet (nothing is
+    /// delivered to it before [`Changes::acknowledge`]); with the serial of the URIs wanted
+    /// once its own are.
     pub(crate) fn open(
         &self,
         id: &str,
         filter: Filter,
         out: Arc<Outbound>,
-    ) -> Result<Arc<Listener>, Refused> {
+    ) -> Result<(Arc<Listener>, u64), Refused> {
         let id_value: Value = serde_json::from_str(id).unwrap_or(Value::Null);
         let listener = Arc::new(Listener {
             id: id.to_owned(),
             id_value,
             filter,
             out,
+            acked: std::sync::atomic::AtomicBool::new(false),
             end: Mutex::default(),
             ended: Notify::new(),
         });
@@ -296,6 +376,28 @@ impl Changes {
         if all.len() >= self.max {
             return Err(Refused::Full(self.max));
         }
+        all.push(listener.clone());
+        let watches = !listener.filter.uris.is_empty();
+        drop(all);
+        if watches {
+            self.recompute_wanted();
+        }
+        let serial = self.wanted.borrow().serial;
+        Ok((listener, serial))
+    }
+
+    /// Queues the listen's acknowledgment, the first message of its stream; changes published
+    /// from then on reach it (under the same lock: none can come before the acknowledgment).
+    pub(crate) fn acknowledge(&self, listener: &Listener) {
+        let _all = self.lock();
+        if listener
+            .end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+        {
+            return;
+        }
         let ack = json!({
             "_meta": {SUBSCRIPTION_ID: listener.id_value},
             "notifications": listener.filter.to_json(),
@@ -303,13 +405,9 @@ impl Changes {
         listener
             .out
             .push_notification(jsonrpc::notification(ACKNOWLEDGED, Some(&ack.to_string())));
-        all.push(listener.clone());
-        let watches = !listener.filter.uris.is_empty();
-        drop(all);
-        if watches {
-            self.recompute_wanted();
-        }
-        Ok(listener)
+        listener
+            .acked
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Removes a listen (its client left, or it ended).
@@ -331,10 +429,11 @@ impl Changes {
             .flat_map(|l| l.filter.uris.iter().cloned())
             .collect();
         self.wanted.send_if_modified(|w| {
-            if **w == union {
+            if *w.uris == union {
                 return false;
             }
-            *w = Arc::new(union);
+            w.uris = Arc::new(union);
+            w.serial += 1;
             true
         });
     }
@@ -358,7 +457,8 @@ impl Changes {
             return;
         }
         let mut behind = Vec::new();
-        for l in all.iter().filter(|l| l.filter.wants(&change)) {
+        let acked = |l: &&Arc<Listener>| l.acked.load(std::sync::atomic::Ordering::Acquire);
+        for l in all.iter().filter(acked).filter(|l| l.filter.wants(&change)) {
             if !l.out.push_notification(change.line_for(&l.id_value)) {
                 behind.push(l.clone());
             }
@@ -482,12 +582,20 @@ mod tests {
         v
     }
 
-    #[test]
-    fn the_ack_comes_first_and_only_asked_kinds_follow_stamped() {
+    #[tokio::test]
+    async fn the_ack_comes_first_and_only_asked_kinds_follow_stamped() {
         let hub = Changes::new(4);
         let out = Arc::new(Outbound::new(16));
         let f = filter(json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///a"]}));
-        let l = hub.open("\"listen-1\"", f, out.clone()).unwrap();
+        let (l, serial) = hub.open("\"listen-1\"", f, out.clone()).unwrap();
+        hub.publish("notifications/tools/list_changed", None);
+        assert!(out.is_empty(), "nothing before the acknowledgment");
+        // A follower that covers the URIs lets the acknowledgment go.
+        let follower = hub.follower();
+        let waiting = hub.wait_covered(serial, std::time::Duration::from_secs(5));
+        follower.covered(serial);
+        waiting.await;
+        hub.acknowledge(&l);
         hub.publish("notifications/prompts/list_changed", None);
         hub.publish(
             "notifications/tools/list_changed",
@@ -517,11 +625,12 @@ mod tests {
         );
         assert_eq!(got[2]["params"]["uri"], "file:///a");
         assert_eq!(
-            **hub.wanted().borrow(),
+            *hub.wanted().borrow().uris,
             BTreeSet::from(["file:///a".to_owned()])
         );
         hub.remove(&l);
-        assert!(hub.wanted().borrow().is_empty());
+        assert!(hub.wanted().borrow().uris.is_empty());
+        assert_eq!(hub.wanted().borrow().serial, serial + 1);
         assert_eq!(hub.open_count(), 0);
     }
 
@@ -529,17 +638,19 @@ mod tests {
     async fn at_most_max_listens_and_a_listener_that_falls_behind_is_ended() {
         let hub = Changes::new(2);
         let slow = Arc::new(Outbound::new(2));
-        let l = hub
+        let (l, _) = hub
             .open("7", filter(json!({"toolsListChanged": true})), slow.clone())
             .unwrap();
+        hub.acknowledge(&l);
         let other = Arc::new(Outbound::new(64));
-        let _o = hub
+        let (_o, _) = hub
             .open(
                 "8",
                 filter(json!({"toolsListChanged": true})),
                 other.clone(),
             )
             .unwrap();
+        hub.acknowledge(&_o);
         assert_eq!(
             hub.open("9", Filter::default(), Arc::new(Outbound::new(4)))
                 .unwrap_err(),

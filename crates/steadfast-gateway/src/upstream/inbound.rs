@@ -171,7 +171,32 @@ impl Upstream {
                 }
             }
             // The acknowledgment of the gateway's own listen (`listen.rs`): nobody else's.
-            super::changes::ACKNOWLEDGED => {}
+            super::changes::ACKNOWLEDGED => {
+                #[derive(serde::Deserialize)]
+                struct Meta {
+                    #[serde(rename = "io.modelcontextprotocol/subscriptionId")]
+                    id: Option<Value>,
+                }
+                #[derive(serde::Deserialize)]
+                struct Ack {
+                    #[serde(rename = "_meta")]
+                    meta: Option<Meta>,
+                }
+                let id = env
+                    .params
+                    .and_then(|p| serde_json::from_str::<Ack>(p.get()).ok())
+                    .and_then(|a| a.meta?.id)
+                    .and_then(|id| progress_id(&id));
+                if let Some(id) = id {
+                    self.listen_acked.send_if_modified(|last| {
+                        let newer = id > *last;
+                        if newer {
+                            *last = id;
+                        }
+                        newer
+                    });
+                }
+            }
             _ => {
                 if method == "notifications/tools/list_changed" {
                     let me = self.name.clone();

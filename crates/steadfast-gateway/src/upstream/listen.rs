@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::changes::{Follower, Wanted};
 use super::{Link, Params, Reply, Upstream};
 
 /// Listens the gateway's own listen may fail in a row on one connection before it gives up
@@ -39,12 +40,15 @@ pub(super) async fn follow(up: Arc<Upstream>, link: Arc<Link>) {
         ("promptsListChanged", flag("/prompts/listChanged")),
         ("resourcesListChanged", flag("/resources/listChanged")),
     ];
+    // Only a connection that can deliver resource updates holds a new listen's
+    // acknowledgment back until it watches the listen's URIs.
+    let follower = subscribe.then(|| changes.follower());
     let wanted = changes.wanted();
     let work = async {
         if up.is_modern() {
-            listen(&up, &link, lists, subscribe, wanted).await;
-        } else if subscribe {
-            subscriptions(&up, &link, wanted).await;
+            listen(&up, &link, lists, follower.as_ref(), wanted).await;
+        } else if let Some(f) = &follower {
+            subscriptions(&up, &link, f, wanted).await;
         }
     };
     tokio::select! {
@@ -54,21 +58,37 @@ pub(super) async fn follow(up: Arc<Upstream>, link: Arc<Link>) {
     }
 }
 
+/// Waits (bounded by `request_timeout`) until the server acknowledged the gateway's listen
+/// `id`.
+async fn acknowledged(up: &Upstream, id: u64) {
+    let mut acked = up.listen_acked.subscribe();
+    let wait = async {
+        loop {
+            if *acked.borrow_and_update() >= id || acked.changed().await.is_err() {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(up.settings.request_timeout, wait).await;
+}
+
 /// A modern server: one listen of the gateway's own open at a time; when the URIs wanted
 /// change, the new listen is opened before the old one ends (no gap; a change announced on
-/// both is a level trigger, harmless twice).
+/// both is a level trigger, harmless twice). `follower` (a server that offers resource
+/// subscriptions) says which URIs it watches once the server acknowledged them.
 async fn listen(
     up: &Arc<Upstream>,
     link: &Arc<Link>,
     lists: [(&str, bool); 3],
-    subscribe: bool,
-    mut wanted: tokio::sync::watch::Receiver<Arc<BTreeSet<String>>>,
+    follower: Option<&Follower>,
+    mut wanted: tokio::sync::watch::Receiver<Wanted>,
 ) {
     let mut failures = 0u32;
     let mut open = None;
     loop {
-        let uris = if subscribe {
-            wanted.borrow_and_update().clone()
+        let now = wanted.borrow_and_update().clone();
+        let uris = if follower.is_some() {
+            now.uris.clone()
         } else {
             Arc::default()
         };
@@ -81,59 +101,89 @@ async fn listen(
         if !uris.is_empty() {
             filter.insert("resourceSubscriptions".into(), json!(*uris));
         }
-        let (guard, mut reply) = if filter.is_empty() {
+        if filter.is_empty() {
             // Nothing to listen for (yet): wait for URIs.
             drop(open.take());
-            if !subscribe || wanted.changed().await.is_err() {
+            let Some(f) = follower else { return };
+            f.covered(now.serial);
+            if wanted.changed().await.is_err() {
                 return;
             }
             continue;
-        } else {
-            let params = json!({"notifications": filter});
-            up.call(
-                link,
-                "subscriptions/listen",
-                Some(Params::Value(&params)),
-                None,
-            )
-        };
+        }
+        let params = json!({"notifications": filter});
+        let (guard, mut reply) = up.call(
+            link,
+            "subscriptions/listen",
+            Some(Params::Value(&params)),
+            None,
+        );
+        let id = guard.id();
         // The old listen ends once the new one is sent.
         drop(open.replace(guard));
-        tokio::select! {
-            r = &mut reply => {
-                open = None;
-                let why = match r {
-                    // The server ended it gracefully (it is stopping, or shedding listens).
-                    Ok(Reply::Result(_)) => "the server closed it".to_owned(),
-                    Ok(Reply::Error(e)) => {
-                        let code = serde_json::from_str::<Value>(&e).ok().and_then(|v| v["code"].as_i64());
-                        if code == Some(-32601) {
-                            tracing::info!(upstream = %up.name, "the upstream does not serve subscriptions/listen: its list changes are not relayed");
-                            return;
-                        }
-                        format!("refused: {}", steadfast::sanitize(&e))
+        let mut acked = std::pin::pin!(acknowledged(up, id));
+        let mut told = false;
+        loop {
+            tokio::select! {
+                r = &mut reply => {
+                    open = None;
+                    match ended(up, link, r, &mut failures) {
+                        Some(pause) => tokio::time::sleep(pause).await,
+                        None => return,
                     }
-                    Ok(other) => steadfast::sanitize(&format!("{other:?}")).into_owned(),
-                    Err(_) => "dropped".to_owned(),
-                };
-                if link.is_closed() {
-                    return;
+                    break;
                 }
-                failures += 1;
-                tracing::warn!(upstream = %up.name, failures, reason = %why, "the gateway's subscriptions/listen on the upstream ended");
-                if failures >= MAX_FAILURES {
-                    tracing::warn!(upstream = %up.name, "not listening to the upstream again until it reconnects");
-                    return;
+                _ = &mut acked, if !told => {
+                    told = true;
+                    if let Some(f) = follower {
+                        f.covered(now.serial);
+                    }
                 }
-                tokio::time::sleep(Duration::from_millis(500) * failures).await;
-            }
-            changed = wanted.changed(), if subscribe => {
-                if changed.is_err() {
-                    return;
+                changed = wanted.changed(), if follower.is_some() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    break;
                 }
             }
         }
     }
+}
+
+/// The gateway's listen on the server ended with `r`: how long to wait before listening
+/// again, or `None` to stop on this connection.
+fn ended(
+    up: &Upstream,
+    link: &Link,
+    r: Result<Reply, tokio::sync::oneshot::error::RecvError>,
+    failures: &mut u32,
+) -> Option<Duration> {
+    let why = match r {
+        // The server ended it gracefully (it is stopping, or shedding listens).
+        Ok(Reply::Result(_)) => "the server closed it".to_owned(),
+        Ok(Reply::Error(e)) => {
+            let code = serde_json::from_str::<Value>(&e)
+                .ok()
+                .and_then(|v| v["code"].as_i64());
+            if code == Some(-32601) {
+                tracing::info!(upstream = %up.name, "the upstream does not serve subscriptions/listen: its list changes are not relayed");
+                return None;
+            }
+            format!("refused: {}", steadfast::sanitize(&e))
+        }
+        Ok(other) => steadfast::sanitize(&format!("{other:?}")).into_owned(),
+        Err(_) => "dropped".to_owned(),
+    };
+    if link.is_closed() {
+        return None;
+    }
+    *failures += 1;
+    tracing::warn!(upstream = %up.name, failures = *failures, reason = %why, "the gateway's subscriptions/listen on the upstream ended");
+    if *failures >= MAX_FAILURES {
+        tracing::warn!(upstream = %up.name, "not listening to the upstream again until it reconnects");
+        return None;
+    }
+    Some(Duration::from_millis(500) * *failures)
 }
 
 /// A handshake-era server that offers resource subscriptions: `resources/subscribe` for each
@@ -144,28 +194,29 @@ async fn listen(
 async fn subscriptions(
     up: &Arc<Upstream>,
     link: &Arc<Link>,
-    mut wanted: tokio::sync::watch::Receiver<Arc<BTreeSet<String>>>,
+    follower: &Follower,
+    mut wanted: tokio::sync::watch::Receiver<Wanted>,
 ) {
     let mut held: BTreeSet<String> = BTreeSet::new();
     loop {
-        let want = wanted.borrow_and_update().clone();
-        let add: Vec<String> = want.difference(&held).cloned().collect();
-        let drop_: Vec<String> = held.difference(&want).cloned().collect();
+        let now = wanted.borrow_and_update().clone();
+        let add: Vec<String> = now.uris.difference(&held).cloned().collect();
+        let gone: Vec<String> = held.difference(&now.uris).cloned().collect();
         for uri in add {
             if ask(up, link, "resources/subscribe", &uri).await {
                 held.insert(uri);
             }
         }
-        for uri in drop_ {
+        for uri in gone {
             ask(up, link, "resources/unsubscribe", &uri).await;
             held.remove(&uri);
         }
+        follower.covered(now.serial);
         if wanted.changed().await.is_err() {
             return;
         }
     }
 }
-
 /// Sends `method` for `uri` and waits (bounded by `request_timeout`) for the answer; whether
 /// it was a result.
 async fn ask(up: &Arc<Upstream>, link: &Arc<Link>, method: &str, uri: &str) -> bool {

@@ -118,6 +118,8 @@ pub(crate) struct Upstream {
     /// The front's `subscriptions/listen` streams: what the server announces goes there too
     /// (set by the router).
     changes: OnceLock<Arc<changes::Changes>>,
+    /// The id of the newest listen of the gateway's own this (modern) server acknowledged.
+    listen_acked: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -163,6 +165,7 @@ impl Upstream {
             #[cfg(feature = "http")]
             token: OnceLock::new(),
             changes: OnceLock::new(),
+            listen_acked: watch::Sender::new(0),
         })
     }
 
