@@ -2,7 +2,7 @@
 
 /// Per-session bounds.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct SessionLimits {
     /// Requests in flight at once; more are answered with an error at once.
     pub max_in_flight: usize,
     /// Notifications queued toward a client that reads slowly; more are dropped and counted.
@@ -12,7 +12,7 @@ pub struct Limits {
     pub max_listens: usize,
 }
 
-impl Default for Limits {
+impl Default for SessionLimits {
     fn default() -> Self {
         Self {
             max_in_flight: 256,
