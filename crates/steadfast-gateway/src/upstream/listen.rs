@@ -22,12 +22,18 @@ use super::{Link, Params, Reply, Upstream};
 /// (until the next connection).
 const MAX_FAILURES: u32 = 5;
 
-/// Follows the connection `link` until it ends: the gateway's listen (modern server) or its
-/// resource subscriptions (handshake-era server).
-pub(super) async fn follow(up: Arc<Upstream>, link: Arc<Link>) {
-    let Some(changes) = up.changes().cloned() else {
-        return;
-    };
+/// What a connection that completed its handshake will be asked (from its capabilities),
+/// prepared before the connection is published: a listen the front acknowledges from then on
+/// waits for this connection to watch its URIs too.
+pub(super) struct Plan {
+    lists: [(&'static str, bool); 3],
+    follower: Option<Follower>,
+    wanted: tokio::sync::watch::Receiver<Wanted>,
+}
+
+/// The plan for `up`'s new connection; `None` when no front listens through this upstream.
+pub(super) fn plan(up: &Upstream) -> Option<Plan> {
+    let changes = up.changes()?;
     let caps = up
         .init_result()
         .and_then(|r| serde_json::from_str::<Value>(&r).ok())
@@ -42,8 +48,21 @@ pub(super) async fn follow(up: Arc<Upstream>, link: Arc<Link>) {
     ];
     // Only a connection that can deliver resource updates holds a new listen's
     // acknowledgment back until it watches the listen's URIs.
-    let follower = subscribe.then(|| changes.follower());
-    let wanted = changes.wanted();
+    Some(Plan {
+        lists,
+        follower: subscribe.then(|| changes.follower()),
+        wanted: changes.wanted(),
+    })
+}
+
+/// Follows the connection `link` until it ends: the gateway's listen (modern server) or its
+/// resource subscriptions (handshake-era server).
+pub(super) async fn follow(up: Arc<Upstream>, link: Arc<Link>, plan: Plan) {
+    let Plan {
+        lists,
+        follower,
+        wanted,
+    } = plan;
     let work = async {
         if up.is_modern() {
             listen(&up, &link, lists, follower.as_ref(), wanted).await;
