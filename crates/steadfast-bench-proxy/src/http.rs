@@ -253,8 +253,9 @@ impl AsyncConn {
                     self.fill().await?;
                 };
                 let size_text = String::from_utf8_lossy(&self.buf[..line_end]).into_owned();
-                let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-                    .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+                let size =
+                    usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                        .map_err(|_| format!("bad chunk size {size_text:?}"))?;
                 while self.buf.len() < line_end + 2 + size + 2 {
                     self.fill().await?;
                 }
@@ -285,7 +286,10 @@ impl AsyncConn {
         if !(200..300).contains(&status) {
             return Err(format!(
                 "HTTP {status}: {}",
-                String::from_utf8_lossy(&body).chars().take(200).collect::<String>()
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
             ));
         }
         answered(&body, id)
