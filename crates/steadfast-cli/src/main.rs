@@ -205,80 +205,15 @@ impl QuickFlags {
 }
 
 impl QuickFlags {
-    /// The flags as TOML, to layer under a config file.
-    fn to_toml(&self) -> Option<String> {
-        let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
-        let mut retry = Vec::new();
-        if let Some(n) = self.retries {
-            retry.push(format!("max_attempts = {}", u64::from(n) + 1));
+    /// The flags that set config keys, to layer under a config file ([`Config::layered`]).
+    fn overrides(&self) -> steadfast_gateway::Overrides {
+        steadfast_gateway::Overrides {
+            retries: self.retries,
+            attempt_timeout: self.attempt_timeout.clone(),
+            max_elapsed: self.max_elapsed.clone(),
+            health_tool: self.health_tool.clone(),
         }
-        if let Some(d) = &self.attempt_timeout {
-            retry.push(format!("attempt_timeout = {}", q(d)));
-        }
-        if let Some(d) = &self.max_elapsed {
-            retry.push(format!("max_elapsed = {}", q(d)));
-        }
-        let mut out = String::new();
-        if let Some(h) = &self.health_tool {
-            out.push_str(&format!("[proxy]\nhealth_tool = {}\n", q(h)));
-        }
-        if !retry.is_empty() {
-            out.push_str(&format!("[defaults]\nretry = {{ {} }}\n", retry.join(", ")));
-        }
-        (!out.is_empty()).then_some(out)
     }
-}
-
-/// Layers a config file's TOML over the quick flags' (the file wins), table by table.
-fn merge_toml(under: toml::Table, over: toml::Table) -> toml::Table {
-    let mut out = under;
-    for (k, v) in over {
-        let merged = match (out.remove(&k), v) {
-            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => {
-                toml::Value::Table(merge_toml(a, b))
-            }
-            (_, v) => v,
-        };
-        out.insert(k, merged);
-    }
-    out
-}
-
-/// The proxy's config: the file (checked alone first, so errors keep its line numbers), then
-/// layered over the quick flags.
-fn proxy_config(
-    path: Option<&PathBuf>,
-    server: Option<&str>,
-    quick: &QuickFlags,
-) -> anyhow::Result<Config> {
-    let flags = quick.to_toml();
-    let file_config = match path {
-        Some(p) => Some(Config::load_all(p, server).map_err(config_errors)?),
-        None => None,
-    };
-    let Some(flags) = flags else {
-        return Ok(file_config.unwrap_or_default());
-    };
-    let under: toml::Table = toml::from_str(&flags)?;
-    let over: toml::Table = match path {
-        Some(p) if !is_json(p) => toml::from_str(&std::fs::read_to_string(p)?)?,
-        _ => toml::Table::new(),
-    };
-    let text = toml::to_string(&merge_toml(under, over))?;
-    let mut config = Config::parse_toml_all(&text, "<command line>").map_err(config_errors)?;
-    // An mcpServers file contributes its upstreams only.
-    if let Some(f) = file_config {
-        if config.upstream.is_none() && config.upstreams.is_empty() {
-            config.upstream = f.upstream;
-            config.upstreams = f.upstreams;
-        }
-        config.warnings.extend(f.warnings);
-    }
-    Ok(config)
-}
-
-fn is_json(p: &std::path::Path) -> bool {
-    p.extension().is_some_and(|e| e == "json")
 }
 
 fn config_errors(errors: Vec<steadfast_gateway::ConfigError>) -> anyhow::Error {
@@ -399,12 +334,13 @@ fn run_proxy(
     if let Err(e) = steadfast_gateway::check_depth() {
         return fail(&e);
     }
+    let flags = quick.overrides();
     let config_path = config.clone();
-    let config = match proxy_config(config.as_ref(), server.as_deref(), &quick) {
+    let config = match Config::layered(config.as_deref(), server.as_deref(), &flags) {
         Ok(c) => c,
-        Err(e) => {
+        Err(errors) => {
             let _logs = telemetry::init(verbose, None);
-            return fail(&e);
+            return fail(&config_errors(errors));
         }
     };
     // Logging starts once the config says whether traces are exported (`[telemetry]`, or the
@@ -435,21 +371,8 @@ fn run_proxy(
             }
         },
     };
-    let reload_flags = quick.clone();
     // SIGHUP reads the same file (and flags) again.
-    let reload: Option<steadfast_gateway::Reload> = config_path.map(|path| {
-        let reload: steadfast_gateway::Reload = std::sync::Arc::new(move || {
-            proxy_config(Some(&path), server.as_deref(), &reload_flags).map_err(|e| {
-                vec![steadfast_gateway::ConfigError {
-                    file: path.display().to_string(),
-                    line: None,
-                    key: String::new(),
-                    message: e.to_string(),
-                }]
-            })
-        });
-        reload
-    });
+    let reload = config_path.map(|path| steadfast_gateway::reload_file(path, server, flags));
     #[cfg(feature = "http")]
     match quick.http(&config) {
         Ok(Some(options)) => {

@@ -28,13 +28,16 @@ pub(crate) mod tasks;
 pub(crate) mod upstream;
 pub(crate) mod wire;
 
-pub use config::limits::Limits;
+pub use config::layered::Overrides;
+pub use config::limits::SessionLimits;
 pub use config::telemetry::{RawTelemetry, Telemetry};
 pub use config::{Config, ConfigError};
 #[cfg(feature = "http")]
 pub use front::http::{HttpOptions, serve_http};
-pub use front::stdio::{Exit, Reload, serve_stdio, serve_stdio_with};
-pub use route::router::{Router, UpstreamSet};
+pub use front::serve::{Exit, Reload, reload_file};
+pub use front::stdio::{serve_stdio, serve_stdio_with};
+pub use route::router::Router;
+pub use route::topology::UpstreamSet;
 pub use upstream::{DEPTH_VAR, MAX_DEPTH, check_depth};
 
 /// Installs rustls's ring crypto provider as the process default unless one is installed.

@@ -119,6 +119,29 @@ fn is_url(s: &str) -> bool {
     (s.starts_with("https://") || s.starts_with("http://")) && s.len() > "https://".len()
 }
 
+impl RawIntrospection {
+    /// The validated table, or what it lacks.
+    fn validate(&self) -> Result<Introspection, &'static str> {
+        let endpoint = self.endpoint.clone().filter(|e| is_url(e));
+        let client_id = self.client_id.clone().filter(|c| !c.is_empty());
+        let secret = match (&self.client_secret_env, &self.client_secret_file) {
+            (Some(e), None) => Some(SecretSource::Env(e.clone())),
+            (None, Some(f)) => Some(SecretSource::File(f.clone())),
+            _ => None,
+        };
+        match (endpoint, client_id, secret) {
+            (None, _, _) => Err("needs `endpoint`, an http:// or https:// URL"),
+            (_, None, _) => Err("needs `client_id`"),
+            (_, _, None) => Err("needs one of `client_secret_env` or `client_secret_file`"),
+            (Some(endpoint), Some(client_id), Some(secret)) => Ok(Introspection {
+                endpoint,
+                client_id,
+                secret,
+            }),
+        }
+    }
+}
+
 impl RawAuth {
     /// The validated table, or every offending key (relative to `auth`) and what it must be.
     pub(crate) fn validate(&self) -> Result<AuthConfig, Vec<(&'static str, String)>> {
@@ -181,27 +204,9 @@ impl RawAuth {
             errors.push(("jwks_max_age", "must be longer than 0s".into()));
         }
         let introspection = self.introspection.as_ref().and_then(|i| {
-            let endpoint = i.endpoint.clone().filter(|e| is_url(e));
-            let client_id = i.client_id.clone().filter(|c| !c.is_empty());
-            let secret = match (&i.client_secret_env, &i.client_secret_file) {
-                (Some(e), None) => Some(SecretSource::Env(e.clone())),
-                (None, Some(f)) => Some(SecretSource::File(f.clone())),
-                _ => None,
-            };
-            let why = match (&endpoint, &client_id, &secret) {
-                (None, _, _) => "needs `endpoint`, an http:// or https:// URL",
-                (_, None, _) => "needs `client_id`",
-                (_, _, None) => "needs one of `client_secret_env` or `client_secret_file`",
-                (Some(endpoint), Some(client_id), Some(secret)) => {
-                    return Some(Introspection {
-                        endpoint: endpoint.clone(),
-                        client_id: client_id.clone(),
-                        secret: secret.clone(),
-                    });
-                }
-            };
-            errors.push(("introspection", why.into()));
-            None
+            i.validate()
+                .map_err(|why| errors.push(("introspection", why.into())))
+                .ok()
         });
         if !errors.is_empty() {
             return Err(errors);

@@ -2,14 +2,14 @@
 
 /// Per-session bounds.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct SessionLimits {
     /// Requests in flight at once; more are answered with an error at once.
     pub max_in_flight: usize,
     /// Notifications queued toward a client that reads slowly; more are dropped and counted.
     pub max_queued_notifications: usize,
 }
 
-impl Default for Limits {
+impl Default for SessionLimits {
     fn default() -> Self {
         Self {
             max_in_flight: 256,

@@ -34,6 +34,7 @@
 //! ```
 
 pub(crate) mod auth;
+pub(crate) mod layered;
 pub(crate) mod limits;
 mod locate;
 mod mcp_servers;
@@ -141,7 +142,7 @@ pub enum OnLimit {
 /// `[limits]`: tool-call caps, where every attempt sent upstream counts.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Limits {
+pub struct CallLimits {
     /// Per client session.
     pub per_session: Option<Cap>,
     /// Per tool (in a session).
@@ -153,7 +154,7 @@ pub struct Limits {
     pub on_limit: OnLimit,
 }
 
-impl Limits {
+impl CallLimits {
     /// Whether any cap is set.
     pub(crate) fn any(&self) -> bool {
         self.per_session.is_some() || self.per_tool.is_some() || self.per_upstream.is_some()
@@ -221,9 +222,9 @@ pub struct Config {
     /// One retry budget for the upstream, if configured.
     pub budget: Option<BudgetConfig>,
     /// Bounds per client session.
-    pub limits: limits::Limits,
+    pub limits: limits::SessionLimits,
     /// Tool-call caps (`[limits]`).
-    pub call_limits: Limits,
+    pub call_limits: CallLimits,
     /// Shared state across replicas (`[state]`).
     #[cfg(feature = "redis")]
     pub state: steadfast_redis::StateConfig,

@@ -352,8 +352,8 @@ impl Config {
             shutdown_grace: p.shutdown_grace.unwrap_or(defaults.shutdown_grace),
             ..defaults
         };
-        let limit_defaults = limits::Limits::default();
-        let limits = limits::Limits {
+        let limit_defaults = limits::SessionLimits::default();
+        let limits = limits::SessionLimits {
             max_in_flight: p.max_in_flight.unwrap_or(limit_defaults.max_in_flight),
             max_queued_notifications: p
                 .max_queued_notifications

@@ -15,7 +15,7 @@ use steadfast::{
 use steadfast_mcp::{RetryOnIsError, ToolPolicy};
 
 use super::{
-    Limits, PROXY_IDLE_TIMEOUT, PROXY_MAX_ELAPSED, Ready, ResolvedTool, auth, tasks, telemetry,
+    CallLimits, PROXY_IDLE_TIMEOUT, PROXY_MAX_ELAPSED, Ready, ResolvedTool, auth, tasks, telemetry,
 };
 
 /// `breaker = false`, `breaker = true`, or `breaker = { … }`.
@@ -201,7 +201,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) upstreams: BTreeMap<String, RawNamedUpstream>,
     #[serde(default)]
-    pub(super) limits: Limits,
+    pub(super) limits: CallLimits,
     #[cfg(feature = "redis")]
     #[serde(default)]
     pub(super) state: steadfast_redis::StateConfig,

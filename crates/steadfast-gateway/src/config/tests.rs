@@ -288,7 +288,7 @@ fn every_config_key_is_documented() {
     keys.extend(field_names::<RetryPolicyBuilder>());
     keys.extend(field_names::<BreakerConfigBuilder>());
     keys.extend(field_names::<BudgetConfigBuilder>());
-    keys.extend(field_names::<Limits>());
+    keys.extend(field_names::<CallLimits>());
     keys.extend(field_names::<Cap>());
     keys.extend(field_names::<super::tasks::RawTasks>());
     keys.extend(field_names::<super::auth::RawAuth>());

@@ -1,9 +1,11 @@
 //! The ways a client reaches the gateway: stdio (one client) and streamable HTTP (many).
-//! Each builds the router, opens the durable task store, installs the extension on every
-//! session and runs the signal and reload loop. The top layer: nothing imports it.
+//! What both do around their clients — build the router, open the durable task store, install
+//! the extension on every session, answer signals and reloads, stop in order — is `serve.rs`,
+//! once. The top layer: nothing imports it.
 
 #[cfg(feature = "http")]
 pub(crate) mod auth;
 #[cfg(feature = "http")]
 pub(crate) mod http;
+pub(crate) mod serve;
 pub(crate) mod stdio;

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crate::route::tools::Tools;
+use crate::route::topology::{Topology, UpstreamSet};
 use crate::upstream::{Downstream, Upstream};
 
 /// Most names a route remembers per kind (tools, prompts) and URIs per upstream: an upstream
@@ -106,6 +107,9 @@ pub(crate) enum Kind {
     Prompt,
 }
 
+/// The routes in force after a reload, and those of them that are new (to be started).
+type NextRoutes = (Vec<Arc<Route>>, Vec<Arc<Route>>);
+
 /// A client the upstreams were started for (an upstream a reload adds is started for it too).
 type Started = std::sync::Weak<dyn Downstream>;
 
@@ -114,10 +118,10 @@ pub struct Router {
     /// Replaced as a whole when a reload changes the set; a request works on the snapshot it
     /// took.
     routes: RwLock<Arc<Vec<Arc<Route>>>>,
-    /// `None`: one upstream, names unchanged.
-    separator: Option<String>,
+    /// One upstream or several: fixed at build (a reload cannot change it).
+    topology: Topology,
     config: RwLock<Arc<crate::Config>>,
-    shared: crate::route::shared::Shared,
+    shared: crate::route::shared::SharedState,
     /// The first client's `initialize` params and every client so far: an upstream added by a
     /// reload is started with them.
     started: std::sync::Mutex<(Option<String>, Vec<Started>)>,
@@ -136,14 +140,10 @@ impl std::fmt::Debug for Router {
     }
 }
 
-fn route(upstream: Arc<Upstream>, tools: Arc<Tools>, namespaced: bool) -> Arc<Route> {
+fn route(upstream: Arc<Upstream>, tools: Arc<Tools>, prefix: String) -> Arc<Route> {
     Arc::new(Route {
         name: upstream.name.clone(),
-        prefix: if namespaced {
-            crate::wire::naming::prefix(&upstream.name)
-        } else {
-            String::new()
-        },
+        prefix,
         upstream,
         tools,
         names: RwLock::default(),
@@ -154,13 +154,13 @@ fn route(upstream: Arc<Upstream>, tools: Arc<Tools>, namespaced: bool) -> Arc<Ro
 impl Router {
     fn new(
         routes: Vec<Arc<Route>>,
-        separator: Option<String>,
+        topology: Topology,
         config: Arc<crate::Config>,
-        shared: crate::route::shared::Shared,
+        shared: crate::route::shared::SharedState,
     ) -> Arc<Self> {
         Arc::new(Self {
             routes: RwLock::new(Arc::new(routes)),
-            separator,
+            topology,
             config: RwLock::new(config),
             shared,
             started: std::sync::Mutex::default(),
@@ -222,14 +222,35 @@ impl Router {
         }
     }
 
-    /// Whether names are namespaced (several upstreams).
-    pub(crate) fn is_namespaced(&self) -> bool {
-        self.separator.is_some()
+    /// One upstream or several: what differs between them is decided by this.
+    pub(crate) fn topology(&self) -> &Topology {
+        &self.topology
     }
 
-    /// The first route (the only one without namespacing).
+    /// The first route: the only one with a single upstream; with several, its settings stand
+    /// for every upstream's (they all come from the same config).
     pub(crate) fn first(&self) -> Arc<Route> {
-        self.routes()[0].clone()
+        match &self.topology {
+            Topology::Single(route) => route.clone(),
+            Topology::Namespaced { .. } => self.routes()[0].clone(),
+        }
+    }
+
+    /// The `initialize` result the upstreams (those `connected`, with several) give a client,
+    /// before the session's extension amends it.
+    pub(crate) fn init_result(&self, connected: &[Arc<Route>]) -> String {
+        let health_tool = self.config().health_tool.is_some();
+        self.topology.init_result(connected, health_tool)
+    }
+
+    /// Names and breakers for the tools an upstream listed when it connected, so calls find
+    /// their upstream and a shared breaker hears of an outage before the first call.
+    pub(crate) fn expose_listed(&self, route: &Route) {
+        for name in route.upstream.listed_names() {
+            if let Some(exposed) = self.expose(route, Kind::Tool, &name) {
+                route.tools.entry(&exposed, true);
+            }
+        }
     }
 
     /// The route and the upstream's own name for a name a client sent; `None` if no upstream
@@ -239,8 +260,9 @@ impl Router {
         kind: Kind,
         name: &'n str,
     ) -> Option<(Arc<Route>, Cow<'n, str>)> {
-        let Some(sep) = &self.separator else {
-            return Some((self.first(), Cow::Borrowed(name)));
+        let sep = match &self.topology {
+            Topology::Single(route) => return Some((route.clone(), Cow::Borrowed(name))),
+            Topology::Namespaced { separator } => separator,
         };
         let routes = self.routes();
         for r in routes.iter() {
@@ -298,13 +320,13 @@ impl Router {
     /// The name clients see for `original` of `route`, remembered for calls; `None` when the
     /// name collides with another of the same upstream after fitting it to the pattern.
     pub(crate) fn expose(&self, route: &Route, kind: Kind, original: &str) -> Option<String> {
+        if let Topology::Single(_) = self.topology {
+            return Some(original.to_owned());
+        }
         let exposed = {
             let names = route.names.read().unwrap_or_else(|e| e.into_inner());
             self.exposed_name(route, kind, original, &names.prompts)
         };
-        if self.separator.is_none() {
-            return Some(exposed);
-        }
         let mut names = route.names.write().unwrap_or_else(|e| e.into_inner());
         let map = match kind {
             Kind::Tool => &mut names.tools,
@@ -329,8 +351,9 @@ impl Router {
         original: &str,
         prompts: &HashMap<String, String>,
     ) -> String {
-        let Some(sep) = &self.separator else {
-            return original.to_owned();
+        let sep = match &self.topology {
+            Topology::Single(_) => return original.to_owned(),
+            Topology::Namespaced { separator } => separator,
         };
         match kind {
             Kind::Tool => self.name_for(route, sep, original, &route.upstream.listed_names()),
@@ -348,7 +371,7 @@ impl Router {
 
     /// Takes what a complete list of `route` taught in place of what the previous one did.
     pub(crate) fn relisted(&self, route: &Route, what: Relisted) {
-        if self.separator.is_none() {
+        if let Topology::Single(_) = self.topology {
             return;
         }
         let mut names = route.names.write().unwrap_or_else(|e| e.into_inner());
@@ -402,8 +425,8 @@ impl Router {
     /// The route for a resource URI: the upstream that listed it, else the one whose template
     /// prefix matches it longest; `None` if no upstream claimed it.
     pub(crate) fn route_uri(&self, uri: &str) -> Option<Arc<Route>> {
-        if self.separator.is_none() {
-            return Some(self.first());
+        if let Topology::Single(route) = &self.topology {
+            return Some(route.clone());
         }
         let routes = self.routes();
         let mut best: Option<(usize, &Arc<Route>)> = None;
@@ -438,46 +461,22 @@ impl Router {
     }
 }
 
-/// The upstreams a front serves: one (names unchanged) or several (namespaced).
-#[derive(Debug, Clone)]
-pub enum UpstreamSet {
-    /// One server: the drop-in proxy.
-    One(steadfast_mcp::Upstream),
-    /// Several, by name (`[upstreams.NAME]`, or every enabled `mcpServers` entry).
-    Named(Vec<crate::config::NamedUpstream>),
-}
-
-impl From<steadfast_mcp::Upstream> for UpstreamSet {
-    fn from(u: steadfast_mcp::Upstream) -> Self {
-        Self::One(u)
-    }
-}
-
-impl UpstreamSet {
-    /// The upstreams `config` names (several win over one), if any.
-    pub fn from_config(config: &crate::Config) -> Option<Self> {
-        if !config.upstreams.is_empty() {
-            return Some(Self::Named(config.upstreams.clone()));
-        }
-        config.upstream.clone().map(Self::One)
-    }
-}
-
 impl Router {
     /// Supervisors (not started yet) and tool state for every upstream of `set`.
     pub(crate) fn build(
         set: UpstreamSet,
         config: &Arc<crate::Config>,
-        shared: &crate::route::shared::Shared,
+        shared: &crate::route::shared::SharedState,
     ) -> Result<Arc<Self>, String> {
         match set {
             UpstreamSet::One(spec) => {
                 let upstream = Upstream::new("upstream", spec, config.upstream_settings());
                 upstream.authenticate(config); // `oauth = { … }`
                 let tools = Arc::new(Tools::with_shared(config.clone(), shared.clone()));
+                let only = route(upstream, tools, String::new());
                 Ok(Self::new(
-                    vec![route(upstream, tools, false)],
-                    None,
+                    vec![only.clone()],
+                    Topology::Single(only),
                     config.clone(),
                     shared.clone(),
                 ))
@@ -497,7 +496,9 @@ impl Router {
                     .collect();
                 Ok(Self::new(
                     routes,
-                    Some(config.separator.clone()),
+                    Topology::Namespaced {
+                        separator: config.separator.clone(),
+                    },
                     config.clone(),
                     shared.clone(),
                 ))
@@ -508,12 +509,13 @@ impl Router {
     fn make_route(
         n: crate::config::NamedUpstream,
         config: &Arc<crate::Config>,
-        shared: &crate::route::shared::Shared,
+        shared: &crate::route::shared::SharedState,
     ) -> Arc<Route> {
         let tools = Tools::for_upstream(&n.name, config.clone(), shared.clone());
         let upstream = Upstream::new(n.name, n.spec, config.upstream_settings());
         upstream.authenticate(config); // `oauth = { … }`
-        route(upstream, Arc::new(tools), true)
+        let prefix = crate::wire::naming::prefix(&upstream.name);
+        route(upstream, Arc::new(tools), prefix)
     }
 
     /// Takes a new configuration: its policies, limits and budgets for calls that start from
@@ -525,49 +527,23 @@ impl Router {
     pub(crate) fn reload(&self, config: Arc<crate::Config>) -> Result<Vec<String>, String> {
         let mut changes = Vec::new();
         let current = self.routes();
-        if self.separator.is_some() {
-            if config.upstreams.is_empty() {
-                return Err(
-                    "the new config names no upstreams (several are running); going from \
-                     several upstreams to one takes a restart"
-                        .to_owned(),
-                );
-            }
-            if Some(&config.separator) != self.separator.as_ref() {
-                return Err("a new separator renames every tool; that takes a restart".to_owned());
-            }
-        } else if !config.upstreams.is_empty() {
-            // One upstream runs (perhaps given after `--`): its policies reload; the set does not.
-            changes.push(
-                "the new config names several upstreams; going from one upstream to several \
-                 takes a restart (policies reloaded, upstream unchanged)"
-                    .to_owned(),
-            );
-        }
-        let mut next: Vec<Arc<Route>> = Vec::new();
-        let mut added = Vec::new();
-        if self.separator.is_some() {
-            for n in &config.upstreams {
-                match current.iter().find(|r| {
-                    r.name == n.name
-                        && format!("{:?}", r.upstream.spec()) == format!("{:?}", n.spec)
-                }) {
-                    Some(same) => next.push(same.clone()),
-                    None => {
-                        let r = Self::make_route(n.clone(), &config, &self.shared);
-                        changes.push(if current.iter().any(|c| c.name == n.name) {
-                            format!("upstream `{}` changed: restarted", n.name)
-                        } else {
-                            format!("upstream `{}` added", n.name)
-                        });
-                        added.push(r.clone());
-                        next.push(r);
-                    }
+        let (next, added) = match &self.topology {
+            Topology::Single(_) => {
+                if !config.upstreams.is_empty() {
+                    // One upstream runs (perhaps given after `--`): its policies reload; the
+                    // set does not.
+                    changes.push(
+                        "the new config names several upstreams; going from one upstream to \
+                         several takes a restart (policies reloaded, upstream unchanged)"
+                            .to_owned(),
+                    );
                 }
+                (current.to_vec(), Vec::new())
             }
-        } else {
-            next = current.to_vec();
-        }
+            Topology::Namespaced { separator } => {
+                self.next_routes(separator, &config, &current, &mut changes)?
+            }
+        };
         let removed: Vec<Arc<Route>> = current
             .iter()
             .filter(|r| !next.iter().any(|n| Arc::ptr_eq(n, r)))
@@ -612,6 +588,47 @@ impl Router {
         Ok(changes)
     }
 
+    /// With several upstreams, the routes `config` names: those unchanged kept, the new or
+    /// changed ones made (and returned apart, to be started), each change said in `changes`.
+    fn next_routes(
+        &self,
+        separator: &str,
+        config: &Arc<crate::Config>,
+        current: &[Arc<Route>],
+        changes: &mut Vec<String>,
+    ) -> Result<NextRoutes, String> {
+        if config.upstreams.is_empty() {
+            return Err(
+                "the new config names no upstreams (several are running); going from \
+                 several upstreams to one takes a restart"
+                    .to_owned(),
+            );
+        }
+        if config.separator != separator {
+            return Err("a new separator renames every tool; that takes a restart".to_owned());
+        }
+        let mut next: Vec<Arc<Route>> = Vec::new();
+        let mut added = Vec::new();
+        for n in &config.upstreams {
+            match current.iter().find(|r| {
+                r.name == n.name && format!("{:?}", r.upstream.spec()) == format!("{:?}", n.spec)
+            }) {
+                Some(same) => next.push(same.clone()),
+                None => {
+                    let r = Self::make_route(n.clone(), config, &self.shared);
+                    changes.push(if current.iter().any(|c| c.name == n.name) {
+                        format!("upstream `{}` changed: restarted", n.name)
+                    } else {
+                        format!("upstream `{}` added", n.name)
+                    });
+                    added.push(r.clone());
+                    next.push(r);
+                }
+            }
+        }
+        Ok((next, added))
+    }
+
     /// Stops every upstream and waits (bounded by their shutdown grace) until they are gone.
     pub(crate) async fn shutdown(&self) {
         let routes = self.routes();
@@ -652,26 +669,6 @@ pub(crate) fn gateway_init_params() -> String {
     .to_string()
 }
 
-/// Applies a reloaded configuration and says what it changed (or why it was refused).
-pub(crate) fn log_reload(router: &Router, new: crate::Config) {
-    let single_changed = !router.is_namespaced()
-        && new.upstream.is_some()
-        && new.upstream.as_ref().map(|u| format!("{u:?}"))
-            != router.config().upstream.as_ref().map(|u| format!("{u:?}"));
-    match router.reload(Arc::new(new)) {
-        Ok(changes) => {
-            if single_changed {
-                tracing::warn!("the new config names another [upstream]; that takes a restart");
-            }
-            for c in &changes {
-                tracing::info!("config reloaded: {c}");
-            }
-            tracing::info!("config reloaded: policies, limits and budgets in force for new calls");
-        }
-        Err(why) => tracing::error!("config not reloaded (the old one stays): {why}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -684,7 +681,8 @@ mod tests {
             spec: steadfast_mcp::Upstream::command("true", Vec::<String>::new()),
             budget: None,
         }]);
-        let router = Router::build(set, &config, &crate::route::shared::Shared::default()).unwrap();
+        let router =
+            Router::build(set, &config, &crate::route::shared::SharedState::default()).unwrap();
         let route = router.first();
         let tools: Vec<_> = names.iter().map(|n| json!({"name": n})).collect();
         route.upstream.learn_tools(&json!({ "tools": tools }), true);

@@ -31,7 +31,7 @@ impl CallCounter for Counter {
 
 /// The shared state, if configured and reachable.
 #[derive(Clone, Default)]
-pub(crate) struct Shared {
+pub(crate) struct SharedState {
     /// Counts kept here when there is no Redis: one counter for every upstream's tools, so a
     /// session's cap covers them all (clones share it).
     memory: MemoryCounter,
@@ -39,13 +39,13 @@ pub(crate) struct Shared {
     redis: Option<steadfast_redis::RedisState>,
 }
 
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for SharedState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").finish_non_exhaustive()
+        f.debug_struct("SharedState").finish_non_exhaustive()
     }
 }
 
-impl Shared {
+impl SharedState {
     /// Connects to the configured Redis. An unreachable Redis is not fatal: the proxy runs on
     /// local state and says so.
     pub(crate) async fn connect(config: &crate::Config) -> Self {

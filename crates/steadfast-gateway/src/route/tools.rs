@@ -43,7 +43,7 @@ pub(crate) struct Tools {
     breakers: Mutex<HashMap<String, CircuitBreaker>>,
     /// Per-tool metrics.
     pub metrics: Metrics,
-    shared: crate::route::shared::Shared,
+    shared: crate::route::shared::SharedState,
 }
 
 impl std::fmt::Debug for Tools {
@@ -55,7 +55,10 @@ impl std::fmt::Debug for Tools {
 impl Tools {
     /// State for the tools configured in `config`; breakers, the budget and call counts are
     /// shared through `shared` when it has a Redis.
-    pub(crate) fn with_shared(config: Arc<Config>, shared: crate::route::shared::Shared) -> Self {
+    pub(crate) fn with_shared(
+        config: Arc<Config>,
+        shared: crate::route::shared::SharedState,
+    ) -> Self {
         Self::for_upstream("upstream", config, shared)
     }
 
@@ -65,7 +68,7 @@ impl Tools {
     pub(crate) fn for_upstream(
         upstream: &str,
         config: Arc<Config>,
-        shared: crate::route::shared::Shared,
+        shared: crate::route::shared::SharedState,
     ) -> Self {
         let policies = Self::policies(upstream, config, &shared);
         Self {
@@ -81,7 +84,7 @@ impl Tools {
     fn policies(
         upstream: &str,
         config: Arc<Config>,
-        shared: &crate::route::shared::Shared,
+        shared: &crate::route::shared::SharedState,
     ) -> Policies {
         let own = config
             .upstreams

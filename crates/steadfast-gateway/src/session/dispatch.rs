@@ -53,11 +53,7 @@ impl Session {
         let id = reg.id.clone();
         tokio::spawn(async move {
             let _reg = reg;
-            if me.router.is_namespaced() {
-                me.initialize_all(&id, &params).await;
-            } else {
-                me.initialize(&id, &params).await;
-            }
+            me.initialize(&id, &params).await;
         });
     }
 
@@ -67,7 +63,7 @@ impl Session {
             return;
         };
         // Decoded only when something must read or rewrite them; checked either way.
-        let decode = self.router.is_namespaced();
+        let decode = self.router.topology().renames();
         let parsed = env.params.map(|p| CallParams::parse(p.get(), decode));
         let params = match parsed {
             Some(Ok(Some(p))) => p,

@@ -34,7 +34,7 @@ const LISTS: [(&str, &str, &str); 4] = [
 const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(30);
 
 impl Session {
-    /// `initialize` with several upstreams: every one is started; the answer comes when all are
+    /// `initialize` with several upstreams ([`crate::route::topology::Topology::Namespaced`]): every one is started; the answer comes when all are
     /// connected or `list_timeout` has passed, from what is connected then.
     pub(crate) async fn initialize_all(self: &Arc<Self>, id: &str, params: &str) {
         self.router.start(params, self.client.clone());
@@ -85,7 +85,7 @@ impl Session {
         let mut connected = Vec::new();
         for r in &routes {
             if r.upstream.is_connected() {
-                self.expose_listed(r);
+                self.router.expose_listed(r);
                 connected.push(r.clone());
             } else {
                 tracing::warn!(
@@ -113,20 +113,10 @@ impl Session {
                 );
             }
         }
-        let result = self.extend_initialize(params, merged_init(&connected).to_string());
+        let result = self.extend_initialize(params, self.router.init_result(&connected));
         self.client
             .respond(id, jsonrpc::result_response(id, &result));
         self.client.mark_initialized();
-    }
-
-    /// Names and breakers for the tools an upstream listed when it connected, so calls find
-    /// their upstream and a shared breaker hears of an outage before the first call.
-    pub(crate) fn expose_listed(&self, route: &Route) {
-        for name in route.upstream.listed_names() {
-            if let Some(exposed) = self.router.expose(route, Kind::Tool, &name) {
-                route.tools.entry(&exposed, true);
-            }
-        }
     }
 
     /// Routes a request (other than `tools/call`) among several upstreams.
@@ -606,67 +596,4 @@ impl Taught {
             _ => return None,
         })
     }
-}
-
-/// The gateway's own `initialize` result: the union of what the connected upstreams offer.
-///
-/// MCP has no notification for changed capabilities, so what an upstream that comes later
-/// may add is declared from the start where the gateway can serve it for any upstream: list
-/// changes (announced with `notifications/*/list_changed` when it comes), `logging` (the
-/// gateway keeps the level and tells every upstream that offers logging, whenever it
-/// connects) and `completions` (an upstream without them completes nothing). A later
-/// upstream's resource subscriptions are not declared to a client already initialized.
-///
-/// The protocol revision is the oldest any connected upstream negotiated: each agreed to it or
-/// a newer one (revisions are dates, so they order as text).
-pub(crate) fn merged_init(connected: &[Arc<Route>]) -> Value {
-    let mut version: Option<String> = None;
-    let mut subscribe = false;
-    let mut instructions = Vec::new();
-    for r in connected {
-        let Some(v) = r
-            .upstream
-            .init_result()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        else {
-            continue;
-        };
-        if let Some(p) = v.get("protocolVersion").and_then(Value::as_str) {
-            if let Some(oldest) = version.as_ref().filter(|o| o.as_str() != p) {
-                tracing::info!(
-                    upstream = %r.name,
-                    version = %steadfast::sanitize(p),
-                    other = %steadfast::sanitize(oldest),
-                    "upstreams negotiated different protocol revisions; the client is told the oldest"
-                );
-            }
-            if version.as_deref().is_none_or(|o| p < o) {
-                version = Some(p.to_owned());
-            }
-        }
-        let caps = &v["capabilities"];
-        subscribe |= caps
-            .pointer("/resources/subscribe")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        if let Some(i) = v.get("instructions").and_then(Value::as_str) {
-            instructions.push(format!("[{}] {i}", r.name));
-        }
-    }
-    let caps = json!({
-        "tools": {"listChanged": true},
-        "prompts": {"listChanged": true},
-        "resources": {"listChanged": true, "subscribe": subscribe},
-        "logging": {},
-        "completions": {},
-    });
-    let mut result = json!({
-        "protocolVersion": version.unwrap_or_else(|| "2025-06-18".to_owned()),
-        "capabilities": caps,
-        "serverInfo": {"name": "steadfast-gateway", "version": env!("CARGO_PKG_VERSION")},
-    });
-    if !instructions.is_empty() {
-        result["instructions"] = Value::String(instructions.join("\n\n"));
-    }
-    result
 }

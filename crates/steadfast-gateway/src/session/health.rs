@@ -21,11 +21,10 @@ pub(crate) fn tool(config: &Config) -> Option<Value> {
 
 /// The health tool's result for `session`.
 pub(crate) fn result(session: &Arc<Session>) -> Value {
-    let mut upstreams = serde_json::Map::new();
     let mut tools = serde_json::Map::new();
     let mut breakers = serde_json::Map::new();
-    for r in session.router.routes().iter() {
-        upstreams.insert(r.name.clone(), upstream_state(&r.upstream));
+    let routes = session.router.routes();
+    for r in routes.iter() {
         if let Ok(Value::Object(t)) = serde_json::to_value(r.tools.metrics.snapshot().tools) {
             tools.extend(t);
         }
@@ -41,28 +40,12 @@ pub(crate) fn result(session: &Arc<Session>) -> Value {
         "tools": tools,
         "breakers": breakers,
     });
-    if session.router.is_namespaced() {
-        report["upstreams"] = Value::Object(upstreams);
-    } else {
-        report["upstream"] = upstream_state(&session.upstream());
-    }
+    // `upstream` with one, `upstreams` by name with several.
+    let (key, upstreams) = session.router.topology().health(&routes);
+    report[key] = upstreams;
     json!({
         "content": [{"type": "text", "text": report.to_string()}],
         "structuredContent": report,
         "isError": false
     })
-}
-
-/// Whether an upstream is connected, how often it restarted, and why it is not connected
-/// (`down: true` when calls to it fail at once until a probe brings it back).
-fn upstream_state(up: &crate::upstream::Upstream) -> Value {
-    let mut state = json!({
-        "connected": up.is_connected(),
-        "restarts": up.restarts(),
-    });
-    if let Some(why) = up.down_reason() {
-        state["reason"] = Value::String(steadfast::sanitize(&why).into_owned());
-        state["down"] = Value::Bool(up.is_down());
-    }
-    state
 }

@@ -25,13 +25,12 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::limits::Limits;
+use crate::config::limits::SessionLimits;
 use crate::route::router::Router;
-use crate::route::tools::Tools;
 use crate::session::client::Client;
 use crate::upstream::Upstream;
 use crate::wire::framing::Frame;
-use crate::wire::jsonrpc::{self, Envelope, Kind, Malformed, code};
+use crate::wire::jsonrpc::{self, Envelope, Malformed, MessageKind, code};
 
 /// A client session over the endpoint's upstreams.
 pub(crate) struct Session {
@@ -42,7 +41,7 @@ pub(crate) struct Session {
     /// The upstreams, and which one each request goes to.
     pub router: Arc<Router>,
     /// Bounds.
-    pub limits: Limits,
+    pub limits: SessionLimits,
     /// Cancelled when the session ends: its background watchers stop.
     pub(crate) closed: CancellationToken,
     /// Cancelled once `initialize` was answered with an error because no upstream can start:
@@ -143,7 +142,11 @@ impl Session {
     }
 
     /// A session for `client` over `upstream`.
-    pub(crate) fn new(client: Arc<Client>, router: Arc<Router>, limits: Limits) -> Arc<Self> {
+    pub(crate) fn new(
+        client: Arc<Client>,
+        router: Arc<Router>,
+        limits: SessionLimits,
+    ) -> Arc<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -160,7 +163,7 @@ impl Session {
         id: String,
         client: Arc<Client>,
         router: Arc<Router>,
-        limits: Limits,
+        limits: SessionLimits,
     ) -> Arc<Self> {
         Arc::new(Self {
             id,
@@ -188,7 +191,7 @@ impl Session {
         id: String,
         client: Arc<Client>,
         router: Arc<Router>,
-        limits: Limits,
+        limits: SessionLimits,
     ) -> Arc<Self> {
         let mut s = Self::with_id(id, client, router, limits);
         if let Some(s) = Arc::get_mut(&mut s) {
@@ -197,14 +200,10 @@ impl Session {
         s
     }
 
-    /// The first upstream (the only one unless several are configured).
+    /// The first upstream (the only one unless several are configured); its settings are
+    /// every upstream's.
     pub(crate) fn upstream(&self) -> Arc<Upstream> {
         self.router.first().upstream.clone()
-    }
-
-    /// The first upstream's tool state; its config is every route's.
-    pub(crate) fn tools(&self) -> Arc<Tools> {
-        self.router.first().tools.clone()
     }
 
     /// An error answer a peer can provoke at will (capped on the queue; see `respond_capped`).
@@ -359,9 +358,9 @@ impl Session {
             }
         };
         match kind {
-            Kind::Request => self.on_request(&env),
-            Kind::Notification => self.on_notification(&env, line),
-            Kind::Response => {
+            MessageKind::Request => self.on_request(&env),
+            MessageKind::Notification => self.on_notification(&env, line),
+            MessageKind::Response => {
                 if let Some(id) = env.id {
                     self.client.answer_server(id.get(), env.result, env.error);
                 }

@@ -206,13 +206,7 @@ impl Session {
             // As `initialize` does: names routed and breakers made for what was listed, so a
             // call needs no list first and a shared breaker is heard at once.
             for r in routes.iter().filter(|r| r.upstream.is_connected()) {
-                if self.router.is_namespaced() {
-                    self.expose_listed(r);
-                } else {
-                    for name in r.upstream.listed_names() {
-                        r.tools.entry(&name, true);
-                    }
-                }
+                self.router.expose_listed(r);
             }
         }
         Ok(())
@@ -228,12 +222,8 @@ impl Session {
             .filter(|r| r.upstream.is_connected())
             .cloned()
             .collect();
-        let init = if self.router.is_namespaced() {
-            crate::session::gather::merged_init(&connected)
-        } else {
-            let raw = self.upstream().init_result().unwrap_or_else(|| "{}".into());
-            serde_json::from_str(&self.adjust_init_result(raw)).unwrap_or_else(|_| json!({}))
-        };
+        let init: Value = serde_json::from_str(&self.router.init_result(&connected))
+            .unwrap_or_else(|_| json!({}));
         let mut caps = init
             .get("capabilities")
             .and_then(Value::as_object)

@@ -1,5 +1,7 @@
 //! The relay to one upstream: its handshake answered to the client, a request forwarded and
-//! its reply turned into the client's answer, a `tools/list` page completed.
+//! its reply turned into the client's answer, a `tools/list` page completed. With several
+//! upstreams ([`Topology::Namespaced`]) the same entry points, `initialize` and `forward`,
+//! go to the gathering in `gather.rs` instead.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -8,13 +10,42 @@ use serde_json::Value;
 
 use super::{Session, progress_token, sanitize_error_object};
 use crate::route::router::Route;
+use crate::route::topology::Topology;
 use crate::upstream::{Params, Reply};
 use crate::wire::jsonrpc::{self, code};
 
 impl Session {
-    /// `initialize` with one upstream: its handshake result, adjusted and extended.
+    /// `initialize`: the upstream's handshake, or every upstream's gathered.
     pub(super) async fn initialize(self: &Arc<Self>, id: &str, params: &str) {
-        let (upstream, tools) = (self.upstream(), self.tools());
+        match self.router.topology() {
+            Topology::Single(route) => self.initialize_one(route, id, params).await,
+            Topology::Namespaced { .. } => self.initialize_all(id, params).await,
+        }
+    }
+
+    /// Forwards a request (to the upstream, or to the one its name or URI routes it to) and
+    /// returns the line that answers it.
+    pub(crate) async fn forward(
+        self: &Arc<Self>,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+    ) -> Vec<u8> {
+        match self.router.topology() {
+            Topology::Single(route) => match self.ask(route, id, method, params).await {
+                Ok(r) if method == "tools/list" => {
+                    jsonrpc::result_response(id, &self.tools_list(route, &r, params))
+                }
+                Ok(r) => jsonrpc::result_response(id, &r),
+                Err(line) => line,
+            },
+            Topology::Namespaced { .. } => self.dispatch(id, method, params).await,
+        }
+    }
+
+    /// `initialize` with one upstream: its handshake result, adjusted and extended.
+    async fn initialize_one(self: &Arc<Self>, route: &Arc<Route>, id: &str, params: &str) {
+        let upstream = &route.upstream;
         self.router.start(params, self.client.clone());
         let bound = upstream.settings().init_timeout;
         match upstream.wait_connected(bound).await {
@@ -32,9 +63,7 @@ impl Session {
                 }
                 // Breakers exist from the start for every listed tool, so a shared one hears
                 // of an outage another replica saw before this one calls the tool.
-                for name in upstream.listed_names() {
-                    tools.entry(&name, true);
-                }
+                self.router.expose_listed(route);
                 if !self.warned_unlisted.swap(true, Ordering::Relaxed) {
                     for name in config.exact_tool_names() {
                         if !upstream.lists(name) {
@@ -45,8 +74,7 @@ impl Session {
                         }
                     }
                 }
-                let result = upstream.init_result().unwrap_or_else(|| "{}".to_owned());
-                let result = self.adjust_init_result(result);
+                let result = self.router.init_result(std::slice::from_ref(route));
                 let result = self.extend_initialize(params, result);
                 self.client
                     .respond(id, jsonrpc::result_response(id, &result));
@@ -77,38 +105,6 @@ impl Session {
         }
     }
 
-    /// The server's own `initialize` result, with the tools capability added when only the
-    /// health tool provides tools.
-    pub(super) fn adjust_init_result(&self, result: String) -> String {
-        if self.router.config().health_tool.is_none() || result.contains("\"tools\"") {
-            return result;
-        }
-        match serde_json::from_str::<Value>(&result) {
-            Ok(mut v) => {
-                if let Some(caps) = v.get_mut("capabilities").and_then(Value::as_object_mut) {
-                    caps.entry("tools")
-                        .or_insert_with(|| Value::Object(Default::default()));
-                }
-                v.to_string()
-            }
-            Err(_) => result,
-        }
-    }
-
-    /// Forwards a request and returns the line that answers it.
-    pub(crate) async fn forward(
-        self: &Arc<Self>,
-        id: &str,
-        method: &str,
-        params: Option<&str>,
-    ) -> Vec<u8> {
-        if self.router.is_namespaced() {
-            return self.dispatch(id, method, params).await;
-        }
-        let route = self.router.first();
-        self.forward_to(&route, id, method, params).await
-    }
-
     /// Forwards a request to one upstream and returns the line that answers it.
     pub(crate) async fn forward_to(
         self: &Arc<Self>,
@@ -117,15 +113,29 @@ impl Session {
         method: &str,
         params: Option<&str>,
     ) -> Vec<u8> {
+        match self.ask(route, id, method, params).await {
+            Ok(result) => jsonrpc::result_response(id, &result),
+            Err(line) => line,
+        }
+    }
+
+    /// Sends a request to one upstream: its result, or the error line that answers the client.
+    async fn ask(
+        self: &Arc<Self>,
+        route: &Route,
+        id: &str,
+        method: &str,
+        params: Option<&str>,
+    ) -> Result<String, Vec<u8>> {
         let upstream = &route.upstream;
         let link = match upstream.link().await {
             Ok(l) => l,
             Err(why) => {
-                return jsonrpc::error_response(
+                return Err(jsonrpc::error_response(
                     id,
                     code::UPSTREAM_UNAVAILABLE,
                     &steadfast::sanitize(&why),
-                );
+                ));
             }
         };
         // The request's own stream (an HTTP POST answered with server-sent events), if any:
@@ -155,19 +165,16 @@ impl Session {
             Ok(Err(_)) => Reply::Lost("the upstream request was dropped".to_owned()),
             Err(_) => {
                 drop(guard);
-                return jsonrpc::error_response(
+                return Err(jsonrpc::error_response(
                     id,
                     code::UPSTREAM_TIMEOUT,
                     &format!("the upstream did not answer {method} within {bound:?}"),
-                );
+                ));
             }
         };
         guard.finish();
-        match reply {
-            Reply::Result(r) if method == "tools/list" && !self.router.is_namespaced() => {
-                jsonrpc::result_response(id, &self.tools_list(&r, params))
-            }
-            Reply::Result(r) => jsonrpc::result_response(id, &r),
+        Err(match reply {
+            Reply::Result(r) => return Ok(r),
             Reply::Error(e) => jsonrpc::raw_error_response(id, &sanitize_error_object(&e)),
             Reply::TooLarge(len) => jsonrpc::error_response(
                 id,
@@ -185,18 +192,18 @@ impl Session {
                 code::INTERNAL_ERROR,
                 &steadfast::sanitize(&format!("the upstream answered HTTP {status}: {body}")),
             ),
-        }
+        })
     }
 
     /// A `tools/list` page: hints learned, the health tool appended to the last page.
-    fn tools_list(&self, result: &str, params: Option<&str>) -> String {
+    fn tools_list(&self, route: &Route, result: &str, params: Option<&str>) -> String {
         let Ok(mut v) = serde_json::from_str::<Value>(result) else {
             return result.to_owned();
         };
         let first_page = params
             .and_then(|p| serde_json::from_str::<Value>(p).ok())
             .is_none_or(|p| p.get("cursor").is_none());
-        self.upstream().learn_tools(&v, first_page);
+        route.upstream.learn_tools(&v, first_page);
         let changed = self.extend_tools_list(&mut v);
         let last_page = v.get("nextCursor").is_none_or(Value::is_null);
         match (

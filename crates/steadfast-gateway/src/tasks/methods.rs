@@ -368,16 +368,19 @@ async fn list(d: &Durable, session: &Session, id: &str, p: &Value) -> Vec<u8> {
 }
 
 pub(super) fn upstream_has_tasks(session: &Session, task_id: &str) -> bool {
-    // With several upstreams, the one that created the task for one of our calls.
-    if session.router.is_namespaced() {
-        return session
+    use crate::route::topology::Topology;
+    match session.router.topology() {
+        Topology::Single(route) => {
+            let up = &route.upstream;
+            up.offers("tasks") || up.has_task(task_id) || super::ext::offered_by(up)
+        }
+        // With several upstreams, the one that created the task for one of our calls.
+        Topology::Namespaced { .. } => session
             .router
             .routes()
             .iter()
-            .any(|r| r.upstream.has_task(task_id));
+            .any(|r| r.upstream.has_task(task_id)),
     }
-    let up = session.upstream();
-    up.offers("tasks") || up.has_task(task_id) || super::ext::offered_by(&up)
 }
 
 /// A durable call's params as the upstream gets them: the tool's own name, no task request,

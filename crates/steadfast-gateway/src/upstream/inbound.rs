@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use super::pending::progress_id;
 use super::{Downstream, Link, LinkState, Reply, Upstream, task_owners};
 use crate::wire::framing::Frame;
-use crate::wire::jsonrpc::{self, Envelope, Kind, code};
+use crate::wire::jsonrpc::{self, Envelope, MessageKind, code};
 use crate::wire::outbound::Outbound;
 
 /// Where a request from the server goes: a client, and the stream of its request the server
@@ -69,7 +69,7 @@ impl Upstream {
             }
         };
         match kind {
-            Kind::Response => {
+            MessageKind::Response => {
                 let Some(id) = env.id.and_then(|i| i.get().parse::<u64>().ok()) else {
                     return;
                 };
@@ -88,8 +88,8 @@ impl Upstream {
                 };
                 self.settle(id, reply);
             }
-            Kind::Notification => self.on_notification(link, &env, related),
-            Kind::Request => self.on_request(link, &env, related),
+            MessageKind::Notification => self.on_notification(link, &env, related),
+            MessageKind::Request => self.on_request(link, &env, related),
         }
     }
 

@@ -61,7 +61,7 @@ pub(crate) struct Envelope<'a> {
 
 /// What a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum MessageKind {
     /// Has a method and an id.
     Request,
     /// Has a method and no id.
@@ -92,7 +92,7 @@ pub(crate) enum Malformed {
 
 impl<'a> Envelope<'a> {
     /// Splits `line` into its envelope and checks JSON-RPC 2.0's rules.
-    pub(crate) fn parse(line: &'a [u8]) -> Result<(Self, Kind), Malformed> {
+    pub(crate) fn parse(line: &'a [u8]) -> Result<(Self, MessageKind), Malformed> {
         // serde would read an array as a struct's fields in order: batches go their own way.
         if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             let e = serde_json::from_slice::<Value>(b"?").unwrap_err();
@@ -120,9 +120,9 @@ impl<'a> Envelope<'a> {
             return Err(invalid("invalid request: jsonrpc must be \"2.0\""));
         }
         let kind = match (&env.method, env.id) {
-            (Some(_), Some(_)) => Kind::Request,
-            (Some(_), None) => Kind::Notification,
-            (None, Some(_)) if env.result.is_some() != env.error.is_some() => Kind::Response,
+            (Some(_), Some(_)) => MessageKind::Request,
+            (Some(_), None) => MessageKind::Notification,
+            (None, Some(_)) if env.result.is_some() != env.error.is_some() => MessageKind::Response,
             (None, _) => {
                 return Err(invalid(
                     "invalid request: a message needs a method, or an id with a result or an error",
@@ -130,7 +130,7 @@ impl<'a> Envelope<'a> {
             }
         };
         if let Some(raw) = env.id {
-            if !(valid_id(raw.get()) || kind == Kind::Response && raw.get() == "null") {
+            if !(valid_id(raw.get()) || kind == MessageKind::Response && raw.get() == "null") {
                 return Err(invalid(
                     "invalid request: id must be a string or an integer that fits in 64 bits",
                 ));
@@ -444,12 +444,12 @@ mod tests {
     #[test]
     fn requests_notifications_and_responses_are_told_apart() {
         let (e, k) = Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
-        assert_eq!((k, e.id.unwrap().get()), (Kind::Request, "1"));
+        assert_eq!((k, e.id.unwrap().get()), (MessageKind::Request, "1"));
         let (_, k) =
             Envelope::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
-        assert_eq!(k, Kind::Notification);
+        assert_eq!(k, MessageKind::Notification);
         let (e, k) = Envelope::parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
-        assert_eq!((k, e.result.unwrap().get()), (Kind::Response, "{}"));
+        assert_eq!((k, e.result.unwrap().get()), (MessageKind::Response, "{}"));
     }
 
     #[test]

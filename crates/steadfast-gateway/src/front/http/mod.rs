@@ -27,12 +27,14 @@ use hyper::body::{Frame as BodyFrame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
+use super::serve::{Gateway, Signals};
 use crate::config::Config;
-use crate::route::router::{Router, UpstreamSet};
+use crate::route::router::Router;
+use crate::route::topology::UpstreamSet;
 use crate::session::Session;
 use crate::session::client::Client;
 use crate::wire::framing::Frame;
-use crate::wire::jsonrpc::{Envelope, Kind};
+use crate::wire::jsonrpc::{Envelope, MessageKind};
 use crate::wire::outbound::Outbound;
 
 mod modern;
@@ -108,27 +110,23 @@ pub async fn serve_http(
     options
         .validate(&config)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let config = Arc::new(config);
-    let shared = crate::route::shared::Shared::connect(&config).await;
-    let router = Router::build(upstreams.into(), &config, &shared)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    // Upstreams start with the gateway, not at the first client's `initialize`: a readiness
-    // probe behind a load balancer turns 200 without any client.
-    router.start_early();
-    let prometheus = install_prometheus();
-    // [tasks]
-    let durable = crate::tasks::Durable::open(&config, router.clone())
-        .await
-        .map_err(std::io::Error::other)?;
-    let auth = super::auth::Auth::start(&config)
+    let mut prometheus = None;
+    let gateway = Gateway::build(config, upstreams.into(), |router| {
+        // Upstreams start with the gateway, not at the first client's `initialize`: a
+        // readiness probe behind a load balancer turns 200 without any client.
+        router.start_early();
+        prometheus = install_prometheus();
+    })
+    .await?;
+    let auth = super::auth::Auth::start(&gateway.config)
         .await
         .map_err(std::io::Error::other)?;
     let front = Arc::new(Front {
         prometheus,
-        router: router.clone(),
-        durable,
+        router: gateway.router.clone(),
+        durable: gateway.durable.clone(),
         auth,
-        config,
+        config: gateway.config.clone(),
         options: options.clone(),
         sessions: Mutex::default(),
         opening: std::sync::atomic::AtomicUsize::new(0),
@@ -151,43 +149,14 @@ pub async fn serve_http(
     if let Some(tx) = bound {
         let _ = tx.send(addr);
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let mut signals = Signals::listen(reload)?;
     let exit = loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                // Answers are written whole (head and body in one write): nothing to gain
-                // from Nagle's delay, and a client that pipelines would wait on it.
-                let _ = stream.set_nodelay(true);
-                let front = front.clone();
-                let header_read_timeout = options.header_read_timeout;
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        let front = front.clone();
-                        async move { Ok::<_, Infallible>(front.handle(req).await) }
-                    });
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    // hyper enforces its header read timeout only with a timer.
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .timer(hyper_util::rt::TokioTimer::new())
-                        .header_read_timeout(header_read_timeout)
-                        .serve_connection(io, svc)
-                        .await;
-                });
+                front.clone().connection(stream);
             }
-            _ = term.recv() => break crate::Exit::Signal(libc::SIGTERM),
-            _ = int.recv() => break crate::Exit::Signal(libc::SIGINT),
-            _ = hup.recv() => match reload.as_ref().map(|r| r()) {
-                Some(Ok(new)) => crate::route::router::log_reload(&front.router, new),
-                Some(Err(errors)) => {
-                    for e in errors {
-                        tracing::error!("config not reloaded (the old one stays): {e}");
-                    }
-                }
-                None => tracing::info!("SIGHUP: no config file to reload"),
-            },
+            exit = signals.stop(&gateway.router) => break exit,
         }
     };
     for (_, (s, _)) in front
@@ -198,11 +167,31 @@ pub async fn serve_http(
     {
         end(&s);
     }
-    if let Some(d) = &front.durable {
-        d.shutdown().await; // [tasks] attempts in flight are cancelled, leases released
-    }
-    router.shutdown().await;
+    gateway.stop().await;
     Ok(exit)
+}
+
+impl Front {
+    /// Serves one accepted connection on its own task.
+    fn connection(self: Arc<Self>, stream: tokio::net::TcpStream) {
+        // Answers are written whole (head and body in one write): nothing to gain from
+        // Nagle's delay, and a client that pipelines would wait on it.
+        let _ = stream.set_nodelay(true);
+        let header_read_timeout = self.options.header_read_timeout;
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let front = self.clone();
+                async move { Ok::<_, Infallible>(front.handle(req).await) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            // hyper enforces its header read timeout only with a timer.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
+                .serve_connection(io, svc)
+                .await;
+        });
+    }
 }
 
 /// Bucket bounds of the call-latency histogram, in seconds: from a fast local tool to a call

@@ -104,7 +104,7 @@ fn refusal(id: Option<&str>, r: &era::Refusal) -> Response<Body> {
 /// A modern POST's message: its kind, method and id, its params decoded (`Null` when absent)
 /// and where they are in the body.
 pub(super) struct Message {
-    pub(super) kind: Kind,
+    pub(super) kind: MessageKind,
     pub(super) method: String,
     pub(super) id: Option<String>,
     pub(super) params: serde_json::Value,
@@ -160,7 +160,7 @@ impl Front {
             };
             return refusal(id.as_deref(), &r);
         }
-        let (Kind::Request, Some(id)) = (kind, id) else {
+        let (MessageKind::Request, Some(id)) = (kind, id) else {
             // A notification (or a response, which a modern client never sends).
             return match headers.view().version {
                 Some(v) if !era::MODERN_VERSIONS.contains(&v) => {

@@ -189,22 +189,9 @@ impl Front {
         let identity = req.extensions_mut().remove(); // [auth]
         let trace = trace_header(req.headers());
         let modern_headers = ModernHeaders::of(req.headers());
-        let max = self.config.upstream_settings().max_message_size;
-        let body = match Limited::new(req.into_body(), max).collect().await {
-            Ok(b) => {
-                let b = b.to_bytes();
-                // (Rewritten only when traced and the header is set: `trace_header`.)
-                match trace.and_then(|t| crate::wire::trace_context::adopt(&b, &t)) {
-                    Some(line) => Bytes::from(line),
-                    None => b,
-                }
-            }
-            Err(_) => {
-                return full(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the message exceeds max_message_size ({max} bytes)\n"),
-                );
-            }
+        let body = match self.read_body(req.into_body(), trace).await {
+            Ok(b) => b,
+            Err(too_large) => return too_large,
         };
         // A modern client's request is decoded here, once (`modern_params`).
         let mut modern = None;
@@ -223,26 +210,11 @@ impl Front {
                 Some(s) => (s, false),
                 None => return full(StatusCode::NOT_FOUND, "no such session: initialize again\n"),
             },
-            (None, Ok((Kind::Request, Some(m), _))) if m == "initialize" => {
-                {
-                    // The check and the reservation under one lock: concurrent initializes
-                    // cannot all pass it.
-                    let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-                    let opening = self.opening.load(std::sync::atomic::Ordering::Relaxed);
-                    if sessions.len() + opening >= self.options.max_sessions {
-                        return full(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n");
-                    }
-                    self.opening
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (None, Ok((MessageKind::Request, Some(m), _))) if m == "initialize" => {
+                match self.open_session() {
+                    Some(s) => (s, true),
+                    None => return full(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n"),
                 }
-                let id = crate::wire::secret_id::random_hex();
-                let limits = self.config.limits;
-                let client = Client::new(limits.max_queued_notifications);
-                let s = Session::with_id(id, client, self.router.clone(), limits);
-                if let Some(d) = &self.durable {
-                    s.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
-                }
-                (s, true)
             }
             // A modern client (MCP 2026-07-28): served on its own, no session.
             (None, Ok((kind, Some(m), id))) if modern.is_some() => {
@@ -266,13 +238,6 @@ impl Front {
                 );
             }
         };
-        // Released however this request ends (answered, timed out, or the client gone).
-        struct Opening<'a>(&'a std::sync::atomic::AtomicUsize);
-        impl Drop for Opening<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
         let _opening = new.then(|| Opening(&self.opening));
         if let Some(r) = super::super::auth::bind(self.auth.as_deref(), &session, identity, &body) {
             return r; // [auth] another subject's session, or a scope challenge
@@ -280,26 +245,90 @@ impl Front {
         // `initialize` is always answered with JSON: nothing relates to it, and the session
         // is kept only once its answer is known to be a success.
         let streamed = sse && !new;
-        let waiting = match &parsed {
-            Ok((Kind::Request, _, Some(id))) if streamed => {
+        match &parsed {
+            Ok((MessageKind::Request, _, Some(id))) if streamed => {
                 let cap = self.config.limits.max_queued_notifications;
                 let stream = session.client.open_stream(id, cap);
                 session.on_frame(crate::wire::framing::one_line(Frame::Line(
                     bytes::BytesMut::from(&body[..]),
                 )));
-                return post_stream(session, id.clone(), stream, json_response).await;
+                post_stream(session, id.clone(), stream, json_response).await
             }
-            Ok((Kind::Request, _, Some(id))) => {
-                Some((id.clone(), session.client.await_response(id)))
+            Ok((MessageKind::Request, _, Some(id))) => {
+                let rx = session.client.await_response(id);
+                session.on_frame(crate::wire::framing::one_line(Frame::Line(
+                    bytes::BytesMut::from(&body[..]),
+                )));
+                self.answer(session, new, id.clone(), rx).await
             }
-            _ => None,
-        };
-        session.on_frame(crate::wire::framing::one_line(Frame::Line(
-            bytes::BytesMut::from(&body[..]),
-        )));
-        let Some((id, rx)) = waiting else {
-            return full(StatusCode::ACCEPTED, "");
-        };
+            _ => {
+                session.on_frame(crate::wire::framing::one_line(Frame::Line(
+                    bytes::BytesMut::from(&body[..]),
+                )));
+                full(StatusCode::ACCEPTED, "")
+            }
+        }
+    }
+
+    /// A POST's body, at most `max_message_size` bytes (413 otherwise), with the trace
+    /// headers' context adopted into its `_meta` when traced.
+    async fn read_body(
+        &self,
+        body: Incoming,
+        trace: Option<crate::wire::trace_context::TraceParent>,
+    ) -> Result<Bytes, Response<Body>> {
+        let max = self.config.upstream_settings().max_message_size;
+        match Limited::new(body, max).collect().await {
+            Ok(b) => {
+                let b = b.to_bytes();
+                // (Rewritten only when traced and the header is set: `trace_header`.)
+                Ok(
+                    match trace.and_then(|t| crate::wire::trace_context::adopt(&b, &t)) {
+                        Some(line) => Bytes::from(line),
+                        None => b,
+                    },
+                )
+            }
+            Err(_) => Err(full(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the message exceeds max_message_size ({max} bytes)\n"),
+            )),
+        }
+    }
+
+    /// A session for an `initialize` without one, counted against `max_sessions` until its
+    /// answer (release with [`Opening`]); `None` when the sessions are full.
+    fn open_session(&self) -> Option<Arc<Session>> {
+        {
+            // The check and the reservation under one lock: concurrent initializes cannot all
+            // pass it.
+            let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            let opening = self.opening.load(std::sync::atomic::Ordering::Relaxed);
+            if sessions.len() + opening >= self.options.max_sessions {
+                return None;
+            }
+            self.opening
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let id = crate::wire::secret_id::random_hex();
+        let limits = self.config.limits;
+        let client = Client::new(limits.max_queued_notifications);
+        let s = Session::with_id(id, client, self.router.clone(), limits);
+        if let Some(d) = &self.durable {
+            s.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
+        }
+        Some(s)
+    }
+
+    /// The JSON answer to request `id` (its answer is awaited on `rx`); a new session whose
+    /// `initialize` succeeded is kept and named in `Mcp-Session-Id`.
+    async fn answer(
+        &self,
+        session: Arc<Session>,
+        new: bool,
+        id: String,
+        rx: tokio::sync::oneshot::Receiver<Vec<u8>>,
+    ) -> Response<Body> {
         // If the client goes away (hyper drops this future), the request is cancelled, as on
         // a stream (see `post_stream`): nobody could receive its answer.
         let mut guard = CancelUnlessAnswered {
@@ -333,6 +362,16 @@ impl Front {
                 );
         }
         r
+    }
+}
+
+/// An `initialize` under way, counted against `max_sessions` until this is dropped (answered,
+/// timed out, or the client gone).
+struct Opening<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
