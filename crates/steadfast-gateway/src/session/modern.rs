@@ -78,7 +78,8 @@ impl Session {
         // without a decode and re-encode (the envelope cut from the text for a handshake-era
         // upstream, `upstream/era.rs`).
         let as_written = match (method.as_str(), raw) {
-            ("tools/call", Some(r)) => match CallParams::parse(r, self.router.is_namespaced()) {
+            ("tools/call", Some(r)) => match CallParams::parse(r, self.router.topology().renames())
+            {
                 Ok(Some(p @ CallParams::Raw { .. })) => Some(p),
                 _ => None,
             },
