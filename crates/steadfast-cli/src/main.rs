@@ -376,18 +376,8 @@ fn run_proxy(
     #[cfg(feature = "http")]
     match quick.http(&config) {
         Ok(Some(options)) => {
-            // Many clients: the multi-threaded runtime, unless this process may use one CPU
-            // only (pinned, or a one-CPU container): its one worker would pay the
-            // multi-threaded scheduler's hand-offs between threads for nothing.
-            let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
-            let runtime = if one_cpu {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-            } else {
-                tokio::runtime::Runtime::new()
-            };
-            let runtime = match runtime {
+            // Many clients: the multi-threaded runtime.
+            let runtime = match tokio::runtime::Runtime::new() {
                 Ok(rt) => rt,
                 Err(e) => return fail(&format!("cannot start the runtime: {e}")),
             };
