@@ -77,9 +77,9 @@ async fn stdio_modern_client_needs_no_initialize() {
     assert!(versions.contains(&json!(MODERN)), "{d}");
     assert!(versions.contains(&json!("2025-11-25")), "dual-era: {d}");
     assert!(r["capabilities"]["tools"].is_object(), "{d}");
-    assert!(
-        r["capabilities"]["tools"].get("listChanged").is_none(),
-        "no session to deliver list changes to: {d}"
+    assert_eq!(
+        r["capabilities"]["tools"]["listChanged"], true,
+        "delivered on subscriptions/listen: {d}"
     );
     assert_eq!(
         r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],

@@ -331,3 +331,53 @@ async fn sdk2_client_to_rmcps_example_server_on_stdio_and_http() {
         log.lock().unwrap()
     );
 }
+
+/// The events a listen client saw, with the filter it was acknowledged.
+fn assert_listened(out: &Value, how: &str) {
+    assert_eq!(out["protocol_version"], MODERN, "{how}: {out}");
+    assert_eq!(
+        out["honored"],
+        serde_json::json!({"toolsListChanged": true, "resourceSubscriptions": ["note://a"]}),
+        "{how}: {out}"
+    );
+    let events: Vec<&str> = out["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(events.contains(&"ToolsListChanged"), "{how}: {out}");
+    assert!(events.contains(&"ResourceUpdated note://a"), "{how}: {out}");
+    assert_eq!(
+        out["touches"], 1,
+        "acknowledged once the URI is watched upstream: the first update arrives: {how}: {out}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_client_listens_through_the_gateway_to_a_modern_only_server() {
+    let c = config();
+    // stdio, the client's default mode: it probes, finds the gateway modern and listens; the
+    // gateway listens on the SDK server itself.
+    let auto = client(
+        &python2(),
+        "listen_client.py",
+        &[
+            ["auto".to_owned()].as_slice(),
+            &through_stdio(&c, &modern_server()),
+        ]
+        .concat(),
+    )
+    .await;
+    assert_listened(&auto, "stdio, auto");
+    assert_eq!(
+        (&auto["tools_list_changed"], &auto["resources_subscribe"]),
+        (&Value::Bool(true), &Value::Bool(true)),
+        "server/discover promises what listen delivers: {auto}"
+    );
+    // HTTP, modern-only mode: the listen is a POST whose response stream stays open.
+    let (_gateway, url) = http_gateway(&c, &modern_server()).await;
+    let http = client(&python2(), "listen_client.py", &[MODERN.to_owned(), url]).await;
+    assert_listened(&http, "http, 2026-07-28");
+}

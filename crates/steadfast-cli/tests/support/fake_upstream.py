@@ -28,7 +28,16 @@ Modes (``--mode NAME``, repeatable, combine where it makes sense):
   accept-and-never-answer   (HTTP) reads each request and never answers it
   modern-only               MCP 2026-07-28 only: server/discover answered, initialize and
                             requests without the per-request _meta envelope refused
-                            (-32022 / -32602); envelopes seen counted as "envelopes"
+                            (-32022 / -32602); envelopes seen counted as "envelopes"; over
+                            HTTP without sessions (no Mcp-Session-Id)
+  announce-changes          watches --lists-file: when its content changes, announces
+                            tools/prompts/resources list_changed and resources/updated for each
+                            URI in its "updated" list. Handshake era (stdio): list changes to
+                            the client, updates for URIs it subscribed (resources/subscribe,
+                            capability resources.subscribe). modern-only: only on open
+                            subscriptions/listen streams, as each one's filter asks, stamped
+                            with its subscription id (ack first); counted as "listens" and
+                            "listens_closed", the URIs asked under "listen_uris"
   hang-exchanges            (HTTP) answers initialize and tools/list; every other POST (calls,
                             notifications) is read and never answered until the client
                             closes the connection, counted as "abandoned"; a GET stream is
@@ -79,11 +88,13 @@ MODES = {
     "accept-and-never-answer",
     "hang-exchanges",
     "modern-only",
+    "announce-changes",
 }
 
 MODERN = "2026-07-28"
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
 
 KNOWN_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 
@@ -231,6 +242,14 @@ class Fake:
         self.next_ask = 0
         self.calls_seen = 0
         self.calls_cond = threading.Condition()
+        # announce-changes: the client's subscriptions (handshake era), the open listens
+        # (modern: id JSON -> (filter, emit)), and where unsolicited messages go (stdio).
+        self.subscribed = set()
+        self.listens = {}
+        self.listens_lock = threading.Lock()
+        self.broadcast = None
+        if "announce-changes" in self.modes and args.lists_file:
+            threading.Thread(target=self.watch_lists, daemon=True).start()
 
     # -- capabilities -------------------------------------------------------------------------
 
@@ -247,6 +266,8 @@ class Fake:
         if self.args.lists_file:
             caps["resources"] = {"listChanged": True}
             caps["prompts"] = {"listChanged": True}
+            if "announce-changes" in self.modes:
+                caps["resources"]["subscribe"] = True
         for name in self.args.without_capability or []:
             caps.pop(name, None)
         return caps
@@ -319,6 +340,7 @@ class Fake:
                 self.counter.bump("cancelled")
                 target = (msg.get("params") or {}).get("requestId")
                 self.cancel_event(target).set()
+                self.end_listen(target)
             if method == "notifications/initialized" and "announce-on-initialized" in self.modes:
                 # Servers that register tools once the session is up (server-everything).
                 emit([{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}])
@@ -345,7 +367,17 @@ class Fake:
             return True
         if "never-answers-initialize" in self.modes or "garbage-then-sleep" in self.modes:
             return False
-        if method == "ping":
+        if method == "subscriptions/listen" and "announce-changes" in self.modes:
+            self.open_listen(rid, params, emit)
+        elif method in ("resources/subscribe", "resources/unsubscribe") \
+                and "announce-changes" in self.modes:
+            uri = params.get("uri")
+            if method == "resources/subscribe":
+                self.subscribed.add(uri)
+            else:
+                self.subscribed.discard(uri)
+            emit([ok(rid, {})])
+        elif method == "ping":
             emit([ok(rid, {})])
         elif method == "tools/list":
             emit([ok(rid, {"tools": self.tools()})])
@@ -392,6 +424,73 @@ class Fake:
             })])
             return True
         return False
+
+    # -- announce-changes -----------------------------------------------------------------------
+
+    def watch_lists(self):
+        last = None
+        while True:
+            try:
+                with open(self.args.lists_file, "rb") as f:
+                    now = f.read()
+            except OSError:
+                now = None
+            if last is not None and now != last:
+                self.announce()
+            last = now
+            time.sleep(0.05)
+
+    def announce(self):
+        lists = self.lists()
+        changes = [("toolsListChanged", "notifications/tools/list_changed", None),
+                   ("promptsListChanged", "notifications/prompts/list_changed", None),
+                   ("resourcesListChanged", "notifications/resources/list_changed", None)]
+        changes += [("resourceSubscriptions", "notifications/resources/updated", uri)
+                    for uri in lists.get("updated", [])]
+        self.counter.bump("announced")
+        if "modern-only" not in self.modes:
+            out = []
+            for _, method, uri in changes:
+                if uri is None:
+                    out.append({"jsonrpc": "2.0", "method": method})
+                elif uri in self.subscribed:
+                    out.append({"jsonrpc": "2.0", "method": method, "params": {"uri": uri}})
+            if self.broadcast is not None and out:
+                self.broadcast(out)
+            return
+        with self.listens_lock:
+            listens = list(self.listens.items())
+        for key, (wanted, emit) in listens:
+            sid = json.loads(key)
+            out = []
+            for field, method, uri in changes:
+                if uri is None and wanted.get(field) is True:
+                    out.append({"jsonrpc": "2.0", "method": method,
+                                "params": {"_meta": {SUBSCRIPTION_KEY: sid}}})
+                elif uri is not None and uri in (wanted.get(field) or []):
+                    out.append({"jsonrpc": "2.0", "method": method,
+                                "params": {"_meta": {SUBSCRIPTION_KEY: sid}, "uri": uri}})
+            if out:
+                try:
+                    emit(out)
+                except OSError:
+                    self.end_listen(sid)
+
+    def open_listen(self, rid, params, emit):
+        wanted = params.get("notifications") or {}
+        self.counter.bump("listens")
+        for uri in wanted.get("resourceSubscriptions") or []:
+            self.counter.bump("listen_uris", uri)
+        with self.listens_lock:
+            self.listens[json.dumps(rid)] = (wanted, emit)
+        emit([{"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+               "params": {"_meta": {SUBSCRIPTION_KEY: rid}, "notifications": wanted}}])
+
+    def end_listen(self, rid):
+        with self.listens_lock:
+            gone = self.listens.pop(json.dumps(rid), None)
+        if gone is not None:
+            self.counter.bump("listens_closed")
 
     # -- tools --------------------------------------------------------------------------------
 
@@ -654,6 +753,7 @@ def serve_stdio(fake):
             except (BrokenPipeError, ValueError):
                 os._exit(0)
 
+    fake.broadcast = emit
     if "garbage-then-sleep" in fake.modes:
         with lock:
             out.write(b"this is not JSON\n{\"jsonrpc\": \"2.0\", broken\n\x00\xff\xfe\n")
@@ -781,17 +881,19 @@ def make_handler(state):
                     # the "restart": every session made so far is forgotten, once
                     state.sessions.clear()
                     args.session_loss_after = 0
-                if msg.get("method") == "initialize":
+                modern = "modern-only" in fake.modes
+                if msg.get("method") == "initialize" and not modern:
                     sid = uuid.uuid4().hex
                     state.sessions.add(sid)
                     headers["Mcp-Session-Id"] = sid
                 elif sid not in state.sessions:
                     sid = None
-            if sid is None:
+            if sid is None and not modern:
                 fake.counter.bump("methods", "(session rejected)")
                 self.session_gone(self.headers.get("Mcp-Session-Id"))
                 return
-            headers.setdefault("Mcp-Session-Id", sid)
+            if sid is not None:
+                headers.setdefault("Mcp-Session-Id", sid)
             if "hang-exchanges" in fake.modes and msg.get("method") not in (
                     "initialize", "notifications/initialized", "tools/list"):
                 fake.counter.bump("methods", msg.get("method") or "(answer)")

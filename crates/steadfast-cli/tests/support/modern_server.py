@@ -6,7 +6,9 @@ this one serves the modern per-request loop only (`_serve_modern_stream`, what t
 loop uses once a connection opened modern), so `initialize` is refused with -32022 and a
 request without the `_meta` envelope is refused too: a gateway that does not speak the new
 revision cannot use it at all. Tools: `echo` (its text), `era` (the protocol version the
-request was served at), `slow` (sleeps, then answers).
+request was served at), `slow` (sleeps, then answers), `touch` (announces a tools list change
+and an update of the resource `note://a` to `subscriptions/listen` streams, which the SDK
+serves).
 """
 
 import anyio
@@ -27,6 +29,20 @@ async def echo(text: str) -> str:
 async def era(ctx: Context) -> str:
     """The protocol version this request was served at."""
     return str(ctx.request_context.protocol_version)
+
+
+@mcp.tool()
+async def touch(ctx: Context) -> str:
+    """Announces a tools list change and an update of note://a to listeners."""
+    await ctx.notify_tools_changed()
+    await ctx.notify_resource_updated("note://a")
+    return "touched"
+
+
+@mcp.resource("note://a")
+def note() -> str:
+    """A note that `touch` says was updated."""
+    return "a note"
 
 
 async def main() -> None:

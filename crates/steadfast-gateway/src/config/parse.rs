@@ -223,6 +223,7 @@ impl Check<'_> {
             ("max_message_size", p.max_message_size),
             ("max_in_flight", p.max_in_flight),
             ("max_queued_notifications", p.max_queued_notifications),
+            ("max_listens", p.max_listens),
         ] {
             if v == Some(0) {
                 self.push(
@@ -358,6 +359,7 @@ impl Config {
             max_queued_notifications: p
                 .max_queued_notifications
                 .unwrap_or(limit_defaults.max_queued_notifications),
+            max_listens: p.max_listens.unwrap_or(limit_defaults.max_listens),
         };
         Ok(Config {
             upstream,

@@ -188,6 +188,7 @@ pub(super) struct RawProxy {
     pub(super) max_message_size: Option<usize>,
     pub(super) max_in_flight: Option<usize>,
     pub(super) max_queued_notifications: Option<usize>,
+    pub(super) max_listens: Option<usize>,
     pub(super) separator: Option<String>,
     #[serde(default, with = "humantime_serde")]
     pub(super) list_timeout: Option<Duration>,

@@ -84,6 +84,13 @@ pub async fn serve_stdio_with(
     };
     tracing::info!(?exit, "stopping");
     reader.abort();
+    // A modern client's listens end gracefully: their results are queued before the rest is
+    // cancelled.
+    gateway
+        .router
+        .changes()
+        .close_all(Duration::from_millis(500))
+        .await;
     session.cancel_all();
     gateway.stop().await;
     if exit != Exit::OutputClosed {

@@ -130,6 +130,9 @@ pub struct Router {
     /// The newest `logging/setLevel` params any client sent, with a serial: an upstream that
     /// connects later (or again) is told before the gateway sends it anything else.
     level: Mutex<Option<(u64, Arc<str>)>>,
+    /// The front's `subscriptions/listen` streams (MCP 2026-07-28 clients): every upstream
+    /// publishes its announcements there.
+    changes: Arc<crate::upstream::changes::Changes>,
 }
 
 impl std::fmt::Debug for Router {
@@ -158,7 +161,12 @@ impl Router {
         config: Arc<crate::Config>,
         shared: crate::route::shared::SharedState,
     ) -> Arc<Self> {
+        let changes = crate::upstream::changes::Changes::new(config.limits.max_listens);
+        for r in &routes {
+            r.upstream.publish_to(changes.clone());
+        }
         Arc::new(Self {
+            changes,
             routes: RwLock::new(Arc::new(routes)),
             topology,
             config: RwLock::new(config),
@@ -175,6 +183,11 @@ impl Router {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The front's `subscriptions/listen` streams.
+    pub(crate) fn changes(&self) -> &Arc<crate::upstream::changes::Changes> {
+        &self.changes
     }
 
     /// The configuration in force.
@@ -584,6 +597,7 @@ impl Router {
                     c.push_notification(crate::wire::jsonrpc::notification(method, None));
                 }
             }
+            self.changes.publish_all_lists();
         }
         Ok(changes)
     }
@@ -616,6 +630,7 @@ impl Router {
                 Some(same) => next.push(same.clone()),
                 None => {
                     let r = Self::make_route(n.clone(), config, &self.shared);
+                    r.upstream.publish_to(self.changes.clone());
                     changes.push(if current.iter().any(|c| c.name == n.name) {
                         format!("upstream `{}` changed: restarted", n.name)
                     } else {

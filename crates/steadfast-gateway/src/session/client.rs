@@ -35,6 +35,9 @@ pub(crate) struct Client {
     /// before that (while the gateway's own handshake runs) is not news to a client that has
     /// not listed yet, and a notification may not precede the initialize result.
     initialized: std::sync::atomic::AtomicBool,
+    /// A MCP 2026-07-28 client (the stdio front's, when its first request was modern): list
+    /// changes and resource updates reach it only on its `subscriptions/listen` streams.
+    modern: std::sync::atomic::AtomicBool,
 }
 
 /// How a front awaits the response to one request.
@@ -63,7 +66,13 @@ impl Client {
             waiters: Mutex::default(),
             stream: Mutex::default(),
             initialized: std::sync::atomic::AtomicBool::new(false),
+            modern: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Records that the client speaks MCP 2026-07-28 (see the field).
+    pub(crate) fn mark_modern(&self) {
+        self.modern.store(true, Ordering::Relaxed);
     }
 
     /// Records that the client's `initialize` was answered with a result.
@@ -239,6 +248,11 @@ impl Client {
 
 impl Downstream for Client {
     fn push_notification(&self, line: Vec<u8>) -> bool {
+        // The revision forbids sending a modern client change notifications it did not ask
+        // for: its listens get them stamped (`upstream::changes`).
+        if self.modern.load(Ordering::Relaxed) && is_change(&line) {
+            return true;
+        }
         self.out.push_notification(line)
     }
 
@@ -378,4 +392,16 @@ impl Drop for Client {
             req.reply(line);
         }
     }
+}
+
+/// Whether a notification line is a list change or a resource update.
+fn is_change(line: &[u8]) -> bool {
+    static METHODS: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 2]> =
+        std::sync::LazyLock::new(|| {
+            [
+                memchr::memmem::Finder::new(b"/list_changed\""),
+                memchr::memmem::Finder::new(b"\"notifications/resources/updated\""),
+            ]
+        });
+    METHODS.iter().any(|m| m.find(line).is_some())
 }

@@ -120,6 +120,14 @@ impl Session {
         }
     }
 
+    /// Whether the token's policy lets this client read the resource `uri` (always, without
+    /// an identity or a policy).
+    pub(crate) fn may_read(&self, uri: &str) -> bool {
+        self.identity()
+            .and_then(|i| i.access.clone())
+            .is_none_or(|a| a.allows(Item::Resource, uri))
+    }
+
     /// Refuses (answers) a request the policy forbids; true when it did.
     pub(crate) fn refuses(&self, id: &str, method: &str, params: Option<&str>) -> bool {
         let Some((item, key)) = gated(method) else {

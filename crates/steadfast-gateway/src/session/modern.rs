@@ -106,6 +106,7 @@ impl Session {
                     // made this task's future large enough that creating and spawning it
                     // copied tens of KiB per request.
                     "tools/call" => Box::pin(me.modern_call(&id, params, as_written, &ct)).await,
+                    super::listen::LISTEN => Box::pin(me.listen(&id, &params, &ct)).await,
                     _ => {
                         let raw = params.to_string();
                         let ours = me.extension().filter(|x| x.serves(&method)).cloned();
@@ -175,6 +176,8 @@ impl Session {
         let first = !self.initialized.swap(true, Ordering::AcqRel);
         if first && !self.stateless {
             let init = era::init_params_of(params).to_string();
+            // Change notifications reach a modern client only on its listens.
+            self.client.mark_modern();
             self.router.start(&init, self.client.clone());
             self.client.mark_initialized();
         }
@@ -254,17 +257,10 @@ impl Session {
 
 /// Handshake-era capabilities as a client without a session can use them: the 2025-11-25
 /// `tasks` capability is not part of the revision (the tasks extension is, declared by the
-/// extension hook), and list-change and resource-update notifications have no session to
-/// reach (the revision delivers them on `subscriptions/listen`, which the gateway does not
-/// serve yet), so they are not promised.
+/// extension hook). `listChanged` and `subscribe` stay as the upstreams declare them: the
+/// gateway delivers both on `subscriptions/listen` (`session/listen.rs`).
 fn modern_capabilities(caps: &mut serde_json::Map<String, Value>) {
     caps.remove("tasks");
-    for (_, c) in caps.iter_mut() {
-        if let Some(c) = c.as_object_mut() {
-            c.remove("listChanged");
-            c.remove("subscribe");
-        }
-    }
 }
 
 #[cfg(test)]
@@ -272,7 +268,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn modern_capabilities_drop_what_needs_a_session() {
+    fn modern_capabilities_drop_the_handshake_tasks_capability() {
         let mut caps = json!({
             "tools": {"listChanged": true},
             "resources": {"subscribe": true, "listChanged": true},
@@ -281,6 +277,14 @@ mod tests {
         });
         let c = caps.as_object_mut().unwrap();
         modern_capabilities(c);
-        assert_eq!(caps, json!({"tools": {}, "resources": {}, "logging": {}}));
+        assert_eq!(
+            caps,
+            json!({
+                "tools": {"listChanged": true},
+                "resources": {"subscribe": true, "listChanged": true},
+                "logging": {},
+            }),
+            "served on subscriptions/listen"
+        );
     }
 }

@@ -170,12 +170,51 @@ impl Upstream {
                     }
                 }
             }
+            // The acknowledgment of the gateway's own listen (`listen.rs`): nobody else's.
+            super::changes::ACKNOWLEDGED => {
+                #[derive(serde::Deserialize)]
+                struct Meta {
+                    #[serde(rename = "io.modelcontextprotocol/subscriptionId")]
+                    id: Option<Value>,
+                }
+                #[derive(serde::Deserialize)]
+                struct Ack {
+                    #[serde(rename = "_meta")]
+                    meta: Option<Meta>,
+                }
+                let id = env
+                    .params
+                    .and_then(|p| serde_json::from_str::<Ack>(p.get()).ok())
+                    .and_then(|a| a.meta?.id)
+                    .and_then(|id| progress_id(&id));
+                if let Some(id) = id {
+                    self.listen_acked.send_if_modified(|last| {
+                        let newer = id > *last;
+                        if newer {
+                            *last = id;
+                        }
+                        newer
+                    });
+                }
+            }
             _ => {
                 if method == "notifications/tools/list_changed" {
                     let me = self.name.clone();
                     tracing::info!(upstream = %me, "the upstream's tool list changed");
                 }
-                let params = env.params.map(RawValue::get);
+                let mut params = env.params.map(RawValue::get);
+                if let Some(changes) = self.changes() {
+                    changes.publish(method, params);
+                }
+                // On the gateway's listen, a modern server stamps its own subscription id:
+                // meaningless to a session, so left out (a resource update keeps its URI).
+                let unstamped;
+                if self.is_modern()
+                    && params.is_some_and(|p| p.contains(super::changes::SUBSCRIPTION_ID))
+                {
+                    unstamped = unstamp(params.unwrap_or_default());
+                    params = unstamped.as_deref();
+                }
                 let list_changed = method.ends_with("/list_changed");
                 for client in &clients {
                     if list_changed && !client.is_initialized() {
@@ -269,4 +308,18 @@ impl Upstream {
             }
         }
     }
+}
+
+/// A notification's params without the subscription id a modern server stamped in `_meta`
+/// (and without `_meta` when nothing else is left in it); `None` when nothing is left at all.
+fn unstamp(params: &str) -> Option<String> {
+    let mut v: Value = serde_json::from_str(params).ok()?;
+    let p = v.as_object_mut()?;
+    if let Some(meta) = p.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove(super::changes::SUBSCRIPTION_ID);
+        if meta.is_empty() {
+            p.remove("_meta");
+        }
+    }
+    (!p.is_empty()).then(|| v.to_string())
 }

@@ -7,10 +7,12 @@
 //! the request's own upstream id), so progress finds its request — and the client's token —
 //! without a second map.
 
+pub(crate) mod changes;
 mod downstream;
 mod era;
 mod inbound;
 mod link;
+mod listen;
 mod pending;
 mod supervisor;
 mod task_owners;
@@ -113,6 +115,11 @@ pub(crate) struct Upstream {
     /// The gateway's own OAuth token for an HTTP upstream (`oauth = { … }`), if configured.
     #[cfg(feature = "http")]
     token: OnceLock<Arc<credentials::UpstreamToken>>,
+    /// The front's `subscriptions/listen` streams: what the server announces goes there too
+    /// (set by the router).
+    changes: OnceLock<Arc<changes::Changes>>,
+    /// The id of the newest listen of the gateway's own this (modern) server acknowledged.
+    listen_acked: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -157,7 +164,20 @@ impl Upstream {
             stopped: CancellationToken::new(),
             #[cfg(feature = "http")]
             token: OnceLock::new(),
+            changes: OnceLock::new(),
+            listen_acked: watch::Sender::new(0),
         })
+    }
+
+    /// Publishes what the server announces to `changes` too (the front's listeners), and
+    /// follows the resource URIs they watch (`listen.rs`). Set once.
+    pub(crate) fn publish_to(&self, changes: Arc<changes::Changes>) {
+        let _ = self.changes.set(changes);
+    }
+
+    /// Where the server's announcements go besides the sessions, if anywhere.
+    pub(crate) fn changes(&self) -> Option<&Arc<changes::Changes>> {
+        self.changes.get()
     }
 
     /// Authenticates to the (HTTP) upstream with the config's `oauth` for `name`, if any.

@@ -266,7 +266,6 @@ pub(crate) struct InFlight {
 
 impl InFlight {
     /// The request's upstream id.
-    #[cfg(test)]
     pub(crate) fn id(&self) -> u64 {
         self.id
     }

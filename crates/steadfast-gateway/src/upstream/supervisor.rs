@@ -210,6 +210,8 @@ async fn serve(
     }
     up.failing.store(0, Ordering::Relaxed);
     tally.gave_up = false;
+    // Before the connection is published: a listen acknowledged from then on waits for it.
+    let plan = super::listen::plan(up);
     up.state.send_replace(LinkState::Up(link.clone()));
     metrics::gauge!("steadfast_upstream_connected", "upstream" => up.name.clone()).set(1.0);
     let since = Instant::now();
@@ -224,8 +226,16 @@ async fn serve(
                 None,
             ));
         }
+        if let Some(changes) = up.changes() {
+            changes.publish_change(super::changes::Change::Tools);
+        }
     }
     tally.ever_connected = true;
+    // What the server announces reaches the front's listeners: a modern server only on a
+    // listen of the gateway's own (`listen.rs`).
+    if let Some(plan) = plan {
+        tokio::spawn(super::listen::follow(up.clone(), link.clone(), plan));
+    }
     let why = tokio::select! {
         why = conn.ended() => why,
         _ = up.shutdown.cancelled() => {

@@ -143,6 +143,11 @@ impl Outbound {
         self.dropped.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The most notifications the queue holds at once.
+    pub(crate) fn cap(&self) -> usize {
+        self.max_notifications
+    }
+
     /// Notifications dropped so far.
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)

@@ -37,6 +37,7 @@ use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{Envelope, MessageKind};
 use crate::wire::outbound::Outbound;
 
+mod listen;
 mod modern;
 mod options;
 mod routes;
@@ -159,6 +160,13 @@ pub async fn serve_http(
             exit = signals.stop(&gateway.router) => break exit,
         }
     };
+    // Listens end gracefully (their result is their stream's last event), and the gateway
+    // waits a moment for their streams to take it.
+    front
+        .router
+        .changes()
+        .close_all(Duration::from_millis(500))
+        .await;
     for (_, (s, _)) in front
         .sessions
         .lock()

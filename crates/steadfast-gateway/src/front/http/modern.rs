@@ -190,6 +190,9 @@ impl Front {
         let raw = raw
             .and_then(|r| body.get(r))
             .and_then(|p| std::str::from_utf8(p).ok());
+        if method == crate::session::listen::LISTEN {
+            return super::listen::serve(session, id, params, raw, headers.sse, answer).await;
+        }
         if headers.sse {
             let cap = limits.max_queued_notifications;
             let stream = session.client.open_stream(&id, cap);
