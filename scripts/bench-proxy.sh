@@ -8,13 +8,16 @@
 #   direct      driver → echo-upstream
 #   byte relay  driver → byte-relay → echo-upstream      (the floor for any process in a pipe)
 #   steadfast   driver → steadfast proxy → echo-upstream (stdio front)
+#   HTTP relay  driver ⇒ http-relay → echo-upstream: hyper relaying each POST's body over a pipe
+#               (the floor for any HTTP front here; modern requests, no parsing)
 #   steadfast HTTP (session)  driver ⇒ steadfast proxy --listen → echo-upstream: handshake-era
 #               requests in one session, keep-alive connections (one per call in flight)
 #   steadfast HTTP (modern)   the same with MCP 2026-07-28 requests: no session, `_meta` and
 #               routing headers (`rpc-driver --modern`)
 #   + any extra "label=command line" given in EXTRA (the upstream is appended after `--`), or
 #     "label=http [--modern] /path/to/steadfast" for another build's HTTP front.
-# HTTP=0 leaves the two HTTP rows out.
+# HTTP=0 leaves the three HTTP rows out. Over HTTP the driver keeps one keep-alive connection for
+# the sequential calls and INFLIGHT connections (tasks of one thread) for the calls in flight.
 # Prints a markdown table: medians over the rounds of µs per sequential call, µs added per
 # call vs direct, and calls/s with INFLIGHT in flight. Each run is bounded (DEADLINE seconds).
 set -euo pipefail
@@ -30,12 +33,13 @@ DEADLINE="${DEADLINE:-120}"
 if [ -z "${SKIP_BUILD:-}" ]; then
   timeout 3600 cargo build --quiet --release -p steadfast-bench-proxy -p steadfast-cli >&2
 fi
-B="$(pwd)/target/release"
+B="${CARGO_TARGET_DIR:-$(pwd)/target}/release"
 STEADFAST="${STEADFAST_BIN:-$B/steadfast}"
 
 configs=("direct=" "byte relay=$B/byte-relay --" "steadfast proxy (stdio)=$STEADFAST proxy --")
 if [ "${HTTP:-1}" != 0 ]; then
-  configs+=("steadfast HTTP (session)=http $STEADFAST" "steadfast HTTP (modern)=http --modern $STEADFAST")
+  configs+=("HTTP relay=http --modern $B/http-relay --listen 127.0.0.1:0"
+    "steadfast HTTP (session)=http $STEADFAST" "steadfast HTTP (modern)=http --modern $STEADFAST")
 fi
 if [ -n "${EXTRA:-}" ]; then
   while IFS= read -r line; do [ -n "$line" ] && configs+=("$line"); done <<< "$EXTRA"
@@ -45,13 +49,16 @@ out=$(mktemp)
 log=$(mktemp)
 trap 'rm -f "$out" "$log"' EXIT
 
-# `http [--modern] STEADFAST`: the driver over HTTP against that binary's front (pinned to the
-# same CPU), started on a free port for this run only.
+# `http [--modern] BIN [ARGS…]`: the driver over HTTP against that binary's front (pinned to the
+# same CPU), started on a free port for this run only; ARGS default to `proxy --listen
+# 127.0.0.1:0` (a steadfast binary).
 drive_http() {
   local modern="" bin
   if [ "$1" = --modern ]; then modern=--modern; shift; fi
   bin="$1"
-  taskset -c "$CPU" "$bin" proxy --listen 127.0.0.1:0 -- "$B/echo-upstream" > /dev/null 2> "$log" &
+  shift
+  if [ $# = 0 ]; then set -- proxy --listen 127.0.0.1:0; fi
+  taskset -c "$CPU" "$bin" "$@" -- "$B/echo-upstream" > /dev/null 2> "$log" &
   local pid=$! url=""
   for _ in $(seq 1 300); do
     url=$(sed -n 's|.*serving MCP at \(http://[^ ]*\).*|\1|p' "$log" | head -1)

@@ -166,3 +166,171 @@ fn read_line(reader: &mut BufReader<TcpStream>, line: &mut String) -> Result<(),
         Err(e) => Err(format!("read: {e}")),
     }
 }
+
+/// One keep-alive HTTP/1.1 connection driven by a task (the calls in flight: one task per
+/// connection on a current-thread runtime, so the driver costs an event loop, not a thread and
+/// a context switch per call). Answers may be JSON or SSE, `Content-Length` or chunked.
+pub struct AsyncConn {
+    stream: tokio::net::TcpStream,
+    /// The request head up to `Content-Length: ` (built once).
+    head: Vec<u8>,
+    req: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl AsyncConn {
+    /// Connects to `like`'s endpoint, with its session and headers.
+    pub async fn connect(like: &HttpConn) -> Result<Self, String> {
+        let stream = tokio::net::TcpStream::connect(&like.authority)
+            .await
+            .map_err(|e| format!("connect {}: {e}", like.authority))?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n",
+            like.path, like.authority
+        );
+        if let Some(s) = &like.session {
+            head.push_str("Mcp-Session-Id: ");
+            head.push_str(s);
+            head.push_str("\r\nMcp-Protocol-Version: 2025-06-18\r\n");
+        }
+        head.push_str(&like.headers);
+        head.push_str("Content-Length: ");
+        Ok(Self {
+            stream,
+            head: head.into_bytes(),
+            req: Vec::with_capacity(1024),
+            buf: Vec::with_capacity(1 << 14),
+        })
+    }
+
+    /// POSTs `body` and checks that the answer is a result for `id`.
+    pub async fn call(&mut self, body: &[u8], id: u64) -> Result<(), String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.req.clear();
+        self.req.extend_from_slice(&self.head);
+        self.req
+            .extend_from_slice(format!("{}\r\n\r\n", body.len()).as_bytes());
+        self.req.extend_from_slice(body);
+        self.stream
+            .write_all(&self.req)
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        // The head.
+        let head_end = loop {
+            if let Some(i) = memchr::memmem::find(&self.buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            self.fill().await?;
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
+        let status: u16 = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad status line in {head:?}"))?;
+        let (mut length, mut chunked) = (None, false);
+        for l in head.lines().skip(1) {
+            let Some((k, v)) = l.split_once(':') else {
+                continue;
+            };
+            let v = v.trim();
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.parse::<usize>().ok();
+            } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = v.eq_ignore_ascii_case("chunked");
+            }
+        }
+        self.buf.drain(..head_end);
+        let body = if chunked {
+            let mut body = Vec::new();
+            loop {
+                let line_end = loop {
+                    if let Some(i) = memchr::memmem::find(&self.buf, b"\r\n") {
+                        break i;
+                    }
+                    self.fill().await?;
+                };
+                let size_text = String::from_utf8_lossy(&self.buf[..line_end]).into_owned();
+                let size =
+                    usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                        .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+                while self.buf.len() < line_end + 2 + size + 2 {
+                    self.fill().await?;
+                }
+                body.extend_from_slice(&self.buf[line_end + 2..line_end + 2 + size]);
+                self.buf.drain(..line_end + 2 + size + 2);
+                if size == 0 {
+                    break body;
+                }
+            }
+        } else {
+            let n = length.ok_or("an answer without Content-Length or chunks")?;
+            while self.buf.len() < n {
+                let need = n - self.buf.len();
+                let at = self.buf.len();
+                self.buf.resize(at + need.max(4096), 0);
+                let got = self
+                    .stream
+                    .read(&mut self.buf[at..])
+                    .await
+                    .map_err(|e| format!("read: {e}"))?;
+                self.buf.truncate(at + got);
+                if got == 0 {
+                    return Err("the server closed the connection".into());
+                }
+            }
+            self.buf.drain(..n).collect()
+        };
+        if !(200..300).contains(&status) {
+            return Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            ));
+        }
+        answered(&body, id)
+    }
+
+    async fn fill(&mut self) -> Result<(), String> {
+        use tokio::io::AsyncReadExt;
+        let n = self
+            .stream
+            .read_buf(&mut self.buf)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("the server closed the connection".into());
+        }
+        Ok(())
+    }
+}
+
+/// Whether `body` (JSON, or SSE `data:` lines) holds a result for `id`: a byte search first,
+/// a parse only when it does not settle it.
+fn answered(body: &[u8], id: u64) -> Result<(), String> {
+    let want = format!("\"id\":{id},");
+    if memchr::memmem::find(body, want.as_bytes()).is_some()
+        && memchr::memmem::find(body, b"\"result\"").is_some()
+        && memchr::memmem::find(body, b"\"error\"").is_none()
+    {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(body);
+    let messages: Vec<Value> = match serde_json::from_str(&text) {
+        Ok(v) => vec![v],
+        Err(_) => text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect(),
+    };
+    match messages.iter().find(|m| m["id"] == id) {
+        Some(m) if m.get("result").is_some() => Ok(()),
+        Some(m) => Err(format!("error answer: {m}")),
+        None => Err(format!("no answer to {id} in the HTTP response")),
+    }
+}

@@ -73,6 +73,18 @@ impl Session {
         if self.refuses(id, &method, raw) {
             return;
         }
+        // A tool call's params as written, when nothing must read or rewrite them (no
+        // progress token, task or tasks extension: `CallParams::parse`): they go upstream
+        // without a decode and re-encode (the envelope cut from the text for a handshake-era
+        // upstream, `upstream/era.rs`).
+        let as_written = match (method.as_str(), raw) {
+            ("tools/call", Some(r)) => match CallParams::parse(r, self.router.topology().renames())
+            {
+                Ok(Some(p @ CallParams::Raw { .. })) => Some(p),
+                _ => None,
+            },
+            _ => None,
+        };
         let Some((ct, reg)) = self.register(id) else {
             return;
         };
@@ -93,7 +105,7 @@ impl Session {
                     // Boxed, here and below: the arms' futures are large, and inline they
                     // made this task's future large enough that creating and spawning it
                     // copied tens of KiB per request.
-                    "tools/call" => Box::pin(me.modern_call(&id, params, &ct)).await,
+                    "tools/call" => Box::pin(me.modern_call(&id, params, as_written, &ct)).await,
                     super::listen::LISTEN => Box::pin(me.listen(&id, &params, &ct)).await,
                     _ => {
                         let raw = params.to_string();
@@ -115,7 +127,7 @@ impl Session {
                 line = work => {
                     if let Some(line) = line {
                         let line = me.filter_list(&method, line); // [auth] the policy's view
-                        let line = era::complete_result(&method, &line).unwrap_or(line);
+                        let line = era::complete_result_for(&method, &id, &line).unwrap_or(line);
                         me.client.respond(&id, line);
                     }
                 }
@@ -128,10 +140,13 @@ impl Session {
 
     /// A modern `tools/call`: the extension's when it claims it (a durable tool and a client
     /// that declared the tasks extension: a task handle), else the call with its policy.
+    /// (`as_written`: the params as the client wrote them, when the extension cannot claim
+    /// the call and nothing must rewrite them.)
     async fn modern_call(
         self: &Arc<Self>,
         id: &str,
         params: Value,
+        as_written: Option<CallParams>,
         ct: &tokio_util::sync::CancellationToken,
     ) -> Option<Vec<u8>> {
         if !params.get("name").is_some_and(Value::is_string) {
@@ -140,6 +155,9 @@ impl Session {
                 code::INVALID_PARAMS,
                 "invalid params: tools/call needs params with a tool name (a string)",
             ));
+        }
+        if let Some(p) = as_written {
+            return crate::session::tool_call::run(self, id, p, ct).await;
         }
         if let Some(x) = self
             .extension()

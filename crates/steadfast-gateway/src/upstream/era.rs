@@ -67,6 +67,17 @@ impl Upstream {
         if !era::may_be_modern(params.as_deref()) {
             return params;
         }
+        // Cut from the text when it is simple enough (the rest as written), else decoded.
+        match params
+            .as_deref()
+            .map(crate::wire::envelope_text::strip_envelope)
+        {
+            Some(Some(crate::wire::envelope_text::Cut::Stripped(text))) => {
+                return Some(text.into());
+            }
+            Some(Some(crate::wire::envelope_text::Cut::NotModern)) => return params,
+            _ => {}
+        }
         match params.as_deref().map(serde_json::from_str::<Value>) {
             Some(Ok(mut v)) if era::is_modern(&v) => {
                 era::strip_envelope(&mut v);

@@ -235,14 +235,16 @@ pub fn check<'a>(
 /// A header value as sent: verbatim, or the `=?base64?…?=` sentinel decoded (clients wrap
 /// values that are not plain printable ASCII). `None` for a malformed sentinel, so a corrupt
 /// header never matches.
-pub fn decode_header_value(value: &str) -> Option<String> {
+pub fn decode_header_value(value: &str) -> Option<std::borrow::Cow<'_, str>> {
     let Some(payload) = value
         .strip_prefix("=?base64?")
         .and_then(|v| v.strip_suffix("?="))
     else {
-        return Some(value.to_owned());
+        return Some(std::borrow::Cow::Borrowed(value));
     };
-    String::from_utf8(b64_decode(payload)?).ok()
+    String::from_utf8(b64_decode(payload)?)
+        .ok()
+        .map(std::borrow::Cow::Owned)
 }
 
 /// A header value for `value`: verbatim when it is printable ASCII without edge spaces, else
@@ -343,6 +345,39 @@ pub fn complete_result(method: &str, line: &[u8]) -> Option<Vec<u8>> {
     if line.ends_with(b"\n") {
         out.push(b'\n');
     }
+    Some(out)
+}
+
+/// [`complete_result`] for an answer to `id` (raw JSON) that the gateway may have written
+/// itself (`jsonrpc::result_response`): when the line starts as that writer starts it, the
+/// mark goes in after that prefix with no parse of the line (a modern client's every tool
+/// call comes here); any other line is left to [`complete_result`].
+pub fn complete_result_for(method: &str, id: &str, line: &[u8]) -> Option<Vec<u8>> {
+    const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+    const RESULT: &[u8] = br#","result":{"#;
+    static RESULT_TYPE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"resultType\""));
+    let at = HEAD.len() + id.len() + RESULT.len();
+    let ours = !CACHEABLE.contains(&method)
+        && line.starts_with(HEAD)
+        && line[HEAD.len()..].starts_with(id.as_bytes())
+        && line[HEAD.len() + id.len()..].starts_with(RESULT);
+    if !ours {
+        return complete_result(method, line);
+    }
+    if RESULT_TYPE.find(line).is_some() {
+        return None;
+    }
+    let empty = line[at..].trim_ascii_start().starts_with(b"}");
+    let mark: &[u8] = if empty {
+        br#""resultType":"complete""#
+    } else {
+        br#""resultType":"complete","#
+    };
+    let mut out = Vec::with_capacity(line.len() + mark.len());
+    out.extend_from_slice(&line[..at]);
+    out.extend_from_slice(mark);
+    out.extend_from_slice(&line[at..]);
     Some(out)
 }
 
@@ -632,6 +667,34 @@ mod tests {
         assert!(complete_result("tools/list", error).is_none());
         let hinted = br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","ttlMs":5,"cacheScope":"public","tools":[]}}"#;
         assert!(complete_result("tools/list", hinted).is_none());
+
+        // Without a parse for the gateway's own lines: the same answers.
+        for (method, id, line) in [
+            (
+                "tools/call",
+                "1",
+                &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"isError\":false}}\n"
+                    [..],
+            ),
+            (
+                "ping",
+                "\"a,\\\"result\\\":{\"",
+                br#"{"jsonrpc":"2.0","id":"a,\"result\":{","result":{ }}"#,
+            ),
+            ("tools/call", "1", task),
+            ("tools/call", "1", error),
+            ("tools/list", "1", hinted),
+            ("tools/list", "1", line),
+            ("ping", "2", empty),
+            ("tools/call", "12", call),
+        ] {
+            assert_eq!(
+                complete_result_for(method, id, line),
+                complete_result(method, line),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
 
         let mut p = modern("tools/call", json!({"name": "echo"}));
         p["_meta"]["progressToken"] = json!(7);

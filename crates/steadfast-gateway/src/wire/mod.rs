@@ -5,6 +5,7 @@
 //! other layer may import it and it imports nothing of the crate.
 
 pub(crate) mod call_params;
+pub(crate) mod envelope_text;
 pub(crate) mod era;
 pub(crate) mod framing;
 pub(crate) mod jsonrpc;

@@ -20,9 +20,10 @@ use crate::wire::secret_id::random_u128;
 /// The routing headers of a POST, read before its body is.
 #[derive(Debug, Default)]
 pub(super) struct ModernHeaders {
-    version: Option<String>,
-    method: Option<String>,
-    name: Option<String>,
+    // (Values kept as hyper read them, cheap to clone, rather than copied into strings.)
+    version: Option<hyper::header::HeaderValue>,
+    method: Option<hyper::header::HeaderValue>,
+    name: Option<hyper::header::HeaderValue>,
     /// A routing header given twice: first-copy and last-copy readers would disagree.
     duplicated: Option<&'static str>,
     /// The client lists `text/event-stream` in `Accept`: related messages may stream.
@@ -41,7 +42,7 @@ impl ModernHeaders {
             (&mut h.name, "mcp-name"),
         ] {
             let mut all = headers.get_all(name).iter();
-            *slot = all.next().and_then(|v| v.to_str().ok()).map(str::to_owned);
+            *slot = all.next().filter(|v| v.to_str().is_ok()).cloned();
             if all.next().is_some() {
                 h.duplicated = Some(name);
             }
@@ -50,10 +51,13 @@ impl ModernHeaders {
     }
 
     fn view(&self) -> era::Headers<'_> {
+        fn text(v: &Option<hyper::header::HeaderValue>) -> Option<&str> {
+            v.as_ref().and_then(|v| v.to_str().ok())
+        }
         era::Headers {
-            version: self.version.as_deref(),
-            method: self.method.as_deref(),
-            name: self.name.as_deref(),
+            version: text(&self.version),
+            method: text(&self.method),
+            name: text(&self.name),
         }
     }
 }
@@ -158,7 +162,7 @@ impl Front {
         }
         let (MessageKind::Request, Some(id)) = (kind, id) else {
             // A notification (or a response, which a modern client never sends).
-            return match headers.version.as_deref() {
+            return match headers.view().version {
                 Some(v) if !era::MODERN_VERSIONS.contains(&v) => {
                     refusal(None, &era::unsupported(v))
                 }
