@@ -206,6 +206,43 @@ async fn modern_client_through_the_gateway_to_a_modern_only_upstream() {
     assert_eq!(c["result"]["content"][0]["text"], "modern", "{c}");
 }
 
+/// A modern-only server still starting when the probe's bound runs out (the bound is
+/// `init_timeout`, here 2 s, below the server's 3 s start): the gateway falls back to
+/// `initialize`, which the now-awake server refuses with -32022, and asks `server/discover`
+/// once more instead of giving the start up (seen with Python SDK 2.x servers on a loaded CI
+/// machine: the gateway restarted them until it gave up).
+#[tokio::test]
+async fn a_modern_only_upstream_slower_than_the_probe_is_still_found_modern() {
+    let config = Temp::new("modern-slow-config");
+    std::fs::write(
+        &config.0,
+        "[proxy]\ninit_timeout = \"2s\"\nreconnect_wait = \"5s\"\n",
+    )
+    .unwrap();
+    let counts = Temp::new("modern-slow-counts");
+    let args = ["--mode", "modern-only", "--start-delay-ms", "3000"];
+    let mut p = gateway(&config, &counts, &args);
+    let mut served = None;
+    for id in 1..=5 {
+        let c = ask(
+            &mut p,
+            id,
+            "tools/call",
+            modern(json!({"name": "echo", "arguments": {"text": "late"}})),
+        )
+        .await;
+        if c.get("result").is_some() {
+            served = Some(c);
+            break;
+        }
+    }
+    let c = served.expect("a call answered once the upstream was up");
+    assert_eq!(c["result"]["content"][0]["text"], "late", "{c}");
+    let seen = std::fs::read_to_string(counts.path()).unwrap_or_default();
+    let counted: Value = serde_json::from_str(&seen).unwrap_or_default();
+    assert_eq!(counted["starts"], 1, "one start, not restarts: {seen}");
+}
+
 // --- HTTP ---------------------------------------------------------------------------------
 
 struct Front {

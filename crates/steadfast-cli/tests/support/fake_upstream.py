@@ -1018,6 +1018,8 @@ def main(argv=None):
     p.add_argument("--without-capability", action="append",
                    help="leave this capability out of the initialize result (repeatable)")
     p.add_argument("--verbose", action="store_true", help="HTTP request log on stderr")
+    p.add_argument("--start-delay-ms", type=int, default=0,
+                   help="read nothing for this long at start (a server slow to import)")
     args = p.parse_args(argv)
     if args.pid_file:
         with open(args.pid_file, "w", encoding="utf-8") as f:
@@ -1025,6 +1027,7 @@ def main(argv=None):
     fake = Fake(args)
     if "ignores-eof" in fake.modes:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(args.start_delay_ms / 1000)
     if args.http is not None:
         serve_http(fake)
     else:

@@ -334,6 +334,13 @@ async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, StartFailu
         }
         Ok(Some(Reply::Result(r))) => r,
         Ok(Some(Reply::Error(e))) => {
+            // A modern-only server that was still starting when the probe's bound ran out
+            // (a Python server importing on a loaded machine) answers now and refuses
+            // `initialize`: ask once more before giving this start up.
+            if let Ok(Some(result)) = probe(up, &mut conn, &link, &params).await {
+                *up.init_result.write().unwrap_or_else(|e| e.into_inner()) = Some(result);
+                return Ok(conn);
+            }
             conn.terminate(up.settings.shutdown_grace).await;
             return Err(StartFailure::retry(format!(
                 "the upstream refused initialize: {}",
