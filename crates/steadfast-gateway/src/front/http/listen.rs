@@ -7,7 +7,7 @@
 //! timeouts of intermediaries do not close a quiet stream.
 
 use super::routes::{ANSWER_BOUND, CancelUnlessAnswered};
-use super::sse::{sse_event, sse_response};
+use super::sse::{first_message, sse_event, sse_response};
 use super::*;
 
 /// Between keep-alive comments on a quiet listen stream.
@@ -37,18 +37,15 @@ pub(super) async fn serve(
         armed: true,
     };
     // The acknowledgment (or the refusal) comes once the upstreams are ready.
-    let first = tokio::time::timeout(ANSWER_BOUND, stream.next_message()).await;
-    let (line, related) = match first {
-        Ok(Some(m)) => m,
-        Ok(None) => {
-            guard.disarm();
-            return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
-        }
-        Err(_) => {
-            guard.disarm();
-            guard.session.client.forget_response(&guard.id);
-            return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
-        }
+    let (line, related) = match first_message(
+        &mut guard,
+        &stream,
+        tokio::time::Instant::now() + ANSWER_BOUND,
+    )
+    .await
+    {
+        Ok(m) => m,
+        Err(refused) => return refused,
     };
     if !related {
         // Refused before it was acknowledged: a plain answer.

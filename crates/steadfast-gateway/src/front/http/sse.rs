@@ -71,19 +71,9 @@ pub(super) async fn post_stream(
         id,
         armed: true,
     };
-    let first = tokio::time::timeout_at(deadline, stream.next_message()).await;
-    let (line, related) = match first {
-        Ok(Some(m)) => m,
-        // Cancelled by the client, or the session ended: nothing will answer it.
-        Ok(None) => {
-            guard.disarm();
-            return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
-        }
-        Err(_) => {
-            guard.disarm();
-            guard.session.client.forget_response(&guard.id);
-            return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
-        }
+    let (line, related) = match first_message(&mut guard, &stream, deadline).await {
+        Ok(m) => m,
+        Err(refused) => return refused,
     };
     // Related messages are queued as notifications (capped); the response is not.
     if !related {
@@ -135,6 +125,28 @@ impl hyper::body::Body for SseBody {
         self.0
             .poll_recv(cx)
             .map(|b| b.map(|b| Ok(BodyFrame::data(b))))
+    }
+}
+
+/// A POST's stream's first message by `deadline`, or the 504 it gets when nothing
+/// will answer: cancelled by the client or the session ended (the guard disarmed), or the
+/// bound passed (the pending response forgotten too).
+pub(super) async fn first_message(
+    guard: &mut CancelUnlessAnswered,
+    stream: &Outbound,
+    deadline: tokio::time::Instant,
+) -> Result<(Vec<u8>, bool), Response<Body>> {
+    match tokio::time::timeout_at(deadline, stream.next_message()).await {
+        Ok(Some(m)) => Ok(m),
+        Ok(None) => {
+            guard.disarm();
+            Err(full(StatusCode::GATEWAY_TIMEOUT, "no answer\n"))
+        }
+        Err(_) => {
+            guard.disarm();
+            guard.session.client.forget_response(&guard.id);
+            Err(full(StatusCode::GATEWAY_TIMEOUT, "no answer\n"))
+        }
     }
 }
 
