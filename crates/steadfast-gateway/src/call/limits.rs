@@ -37,7 +37,7 @@ pub(crate) fn terms(call: &Resolved<'_>, ctx: &Context<'_>) -> Terms {
     let bounds = Timeouts::of(policy);
     // Keys built only when a limit counts them: three strings per call otherwise wasted.
     let limit = tools.call_limit().map(|limit| {
-        let keys = keys((ctx.caller)(), call.name, &upstream.name);
+        let keys = keys(ctx.caller.limit_key(), call.name, &upstream.name);
         (limit, keys)
     });
     Terms {
