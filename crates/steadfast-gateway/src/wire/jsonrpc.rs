@@ -137,8 +137,16 @@ impl<'a> Envelope<'a> {
             }
         }
         if let Some(p) = env.params {
-            // Nesting deeper than the limit takes more brackets than a shorter text has.
-            if p.get().len() > MAX_DEPTH && too_deep(p.get().as_bytes(), MAX_DEPTH) {
+            // Nesting deeper than the limit takes more brackets than a shorter text has, or
+            // than a text with fewer opening brackets has (counted by memchr: a per-byte scan
+            // of every request's params cost more than the rest of this check).
+            let bytes = p.get().as_bytes();
+            if bytes.len() > MAX_DEPTH
+                && memchr::memchr2_iter(b'{', b'[', bytes)
+                    .nth(MAX_DEPTH)
+                    .is_some()
+                && too_deep(bytes, MAX_DEPTH)
+            {
                 return Err(Malformed::Invalid {
                     id: id(),
                     code: code::INVALID_REQUEST,

@@ -6,19 +6,25 @@ use super::*;
 /// Whether an `Accept` header lists `text/event-stream` (a `q=0` parameter refuses it). `*/*`
 /// does not count: a client that never asked for a stream (curl's default) gets JSON.
 pub(super) fn accepts_sse(accept: Option<&hyper::header::HeaderValue>) -> bool {
-    let Some(accept) = accept.and_then(|v| v.to_str().ok()) else {
+    // Read as bytes (every modern POST asks): splitting the text by chars cost more than the
+    // rest of the request's header checks.
+    let Some(accept) = accept.map(hyper::header::HeaderValue::as_bytes) else {
         return false;
     };
-    accept.split(',').any(|range| {
-        let mut parts = range.split(';');
-        let kind = parts.next().unwrap_or("").trim();
-        let refused = parts.any(|p| {
-            p.trim()
-                .strip_prefix("q=")
-                .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
-        });
-        kind.eq_ignore_ascii_case("text/event-stream") && !refused
+    accept.split(|b| *b == b',').any(|range| {
+        let mut parts = range.split(|b| *b == b';');
+        let kind = parts.next().unwrap_or_default().trim_ascii();
+        kind.eq_ignore_ascii_case(b"text/event-stream") && !parts.any(refuses)
     })
+}
+
+/// Whether a media range's parameter is `q=0` (or any `q` at or below zero).
+fn refuses(param: &[u8]) -> bool {
+    param
+        .trim_ascii()
+        .strip_prefix(b"q=")
+        .and_then(|q| std::str::from_utf8(q).ok())
+        .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
 }
 
 /// A message as one server-sent event.
@@ -167,6 +173,8 @@ mod tests {
         assert!(!sse("application/json"));
         assert!(!sse("*/*"), "curl's default gets JSON");
         assert!(!sse("application/json, text/event-stream; q=0"));
+        assert!(!sse("text/event-stream;charset=utf-8;q=0.0"));
+        assert!(sse("text/event-stream;charset=utf-8"));
         assert!(!accepts_sse(None));
     }
 }
