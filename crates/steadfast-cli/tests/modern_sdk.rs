@@ -239,6 +239,52 @@ async fn sdk2_client_auto_and_modern_to_server_everything() {
     }
 }
 
+/// The elicitation tool's call by `mrtr_client.py` (answering with `name`), through `target`.
+async fn elicited(mode: &str, name: &str, target: &[String]) -> Value {
+    let args = [
+        mode.to_owned(),
+        "trigger-elicitation-request".to_owned(),
+        "{}".to_owned(),
+        name.to_owned(),
+    ];
+    client(&python2(), "mrtr_client.py", &[&args[..], target].concat()).await
+}
+
+fn assert_elicited(out: &Value, name: &str) {
+    assert_eq!(out["protocol_version"], MODERN, "{out}");
+    assert_eq!(out["is_error"], false, "{out}");
+    assert_eq!(
+        out["asked"].as_array().map(Vec::len),
+        Some(1),
+        "asked once: {out}"
+    );
+    let text = out["text"].to_string();
+    assert!(
+        text.contains("User provided the requested information") && text.contains(name),
+        "the server got the client's answer: {out}"
+    );
+}
+
+/// A handshake-era server that elicits while it works on a modern client's call: the gateway
+/// answers the call with `input_required`, the SDK's client fulfils it with its elicitation
+/// callback and retries, and the gateway answers the server's request and the retry with
+/// the call's result (`docs/protocol-eras.md`, multi round-trip requests).
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_client_answers_server_everythings_elicitation_as_input_required() {
+    let c = config();
+    let upstream = vec![everything(), "stdio".to_owned()];
+    for (mode, name) in [("auto", "Ada Lovelace"), (MODERN, "Grace Hopper")] {
+        let out = elicited(mode, name, &through_stdio(&c, &upstream)).await;
+        assert_elicited(&out, name);
+    }
+    let (_gw, url) = http_gateway(&c, &upstream).await;
+    for (mode, name) in [("auto", "Barbara Liskov"), (MODERN, "Frances Allen")] {
+        let out = elicited(mode, name, std::slice::from_ref(&url)).await;
+        assert_elicited(&out, name);
+    }
+}
+
 #[tokio::test]
 #[ignore = "needs the Python MCP SDK 1.30 (STEADFAST_TEST_MCP_PYTHON) and 2.x (STEADFAST_TEST_MCP2_PYTHON)"]
 async fn handshake_era_client_to_a_modern_only_server() {

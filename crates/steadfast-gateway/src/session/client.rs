@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 
-use crate::upstream::{Downstream, Link, Upstream};
+use crate::session::input_required::{Runs, ServerAsk};
+use crate::upstream::{Declined, Downstream, Link, Upstream};
 use crate::wire::jsonrpc;
 use crate::wire::outbound::{Outbound, Refused};
 
@@ -38,6 +39,9 @@ pub(crate) struct Client {
     /// A MCP 2026-07-28 client (the stdio front's, when its first request was modern): list
     /// changes and resource updates reach it only on its `subscriptions/listen` streams.
     modern: std::sync::atomic::AtomicBool,
+    /// The modern requests in flight that can be answered with `input_required`: the
+    /// server's requests go to them (`input_required.rs`).
+    runs: Runs,
 }
 
 /// How a front awaits the response to one request.
@@ -67,7 +71,13 @@ impl Client {
             stream: Mutex::default(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             modern: std::sync::atomic::AtomicBool::new(false),
+            runs: Runs::default(),
         })
+    }
+
+    /// The client's modern requests that may carry input requests.
+    pub(crate) fn runs(&self) -> &Runs {
+        &self.runs
     }
 
     /// Records that the client speaks MCP 2026-07-28 (see the field).
@@ -298,7 +308,19 @@ impl Downstream for Client {
         method: &str,
         params: Option<&RawValue>,
         stream: Option<Arc<Outbound>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Declined> {
+        // A modern client cannot be sent a request: it gets it as an input request in the
+        // answer to its own (`input_required.rs`), if it declared the capability.
+        if self.modern.load(Ordering::Relaxed) {
+            let ask = ServerAsk {
+                upstream: Arc::downgrade(upstream),
+                generation: link.generation(),
+                id: id.to_owned(),
+                method: method.to_owned(),
+                params: params.map(|p| p.get().to_owned()),
+            };
+            return self.runs.offer(stream.as_ref(), ask);
+        }
         let timeout = upstream.settings().request_timeout;
         let ours = format!(
             "\"steadfast-{}\"",
@@ -322,9 +344,9 @@ impl Downstream for Client {
         };
         if let Err(entry) = self.server_requests.insert(ours.clone(), entry) {
             entry.timer.abort();
-            return Err(format!(
+            return Err(Declined::overloaded(format!(
                 "too many requests from the server await the client (at most {MAX_SERVER_REQUESTS})"
-            ));
+            )));
         }
         // Counted against the queue's cap like a notification: a client that does not read
         // (an HTTP client with no event stream open) cannot make the queue grow without end;
@@ -332,7 +354,9 @@ impl Downstream for Client {
         let line = jsonrpc::request(&ours, method, params.map(RawValue::get));
         if !self.push_related(stream.as_deref(), line) {
             self.server_requests.remove(&ours);
-            return Err("the client is not taking messages (its queue is full)".to_owned());
+            return Err(Declined::overloaded(
+                "the client is not taking messages (its queue is full)".to_owned(),
+            ));
         }
         Ok(())
     }

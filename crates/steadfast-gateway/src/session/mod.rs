@@ -12,6 +12,7 @@ pub(crate) mod extension;
 mod gather;
 pub(crate) mod health;
 pub(crate) mod identity;
+pub(crate) mod input_required;
 pub(crate) mod listen;
 mod modern;
 mod relay;

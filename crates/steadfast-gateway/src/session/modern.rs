@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::session::Session;
+use crate::session::{Session, input_required};
 use crate::wire::call_params::CallParams;
 use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
@@ -88,9 +88,53 @@ impl Session {
         let Some((ct, reg)) = self.register(id) else {
             return;
         };
+        if self.stateless {
+            self.client.mark_modern(); // the server's requests become input requests
+        }
         let me = self.clone();
         let id = reg.id.clone();
+        let parkable = input_required::METHODS.contains(&method.as_str());
+        // A retry of a call the gateway parked: resumed, not run again.
+        if let Some(state) = input_required::state_of(&params).filter(|_| parkable) {
+            let state = state.to_owned();
+            tokio::spawn(Box::pin(async move {
+                let _reg = reg;
+                let line = match me.modern_ready(&id, &params).await {
+                    Err(line) => Some(line),
+                    Ok(()) => input_required::resume(&me, &id, &method, &params, &state, &ct).await,
+                };
+                if let Some(line) = line {
+                    me.client.respond(&id, line);
+                }
+            }));
+            return;
+        }
+        // A session of one HTTP request is no upstream's client: findable while it runs.
+        let transient = (self.stateless && parkable).then(|| {
+            let client: Arc<dyn crate::upstream::Downstream> = self.client.clone();
+            crate::upstream::register_transient(&client)
+        });
+        let run = input_required::begin(self, &id, &method, &params);
         tokio::spawn(Box::pin(async move {
+            let _transient = transient;
+            // With a run, the request is answered by `answer_first` (the call's answer, or
+            // `input_required` first), and the call runs on until its answer or its cancel.
+            let (reg, run, ct) = match run {
+                Some((run, guard)) => {
+                    let cancel = run.cancel.clone();
+                    tokio::spawn(input_required::answer_first(
+                        me.clone(),
+                        id.clone(),
+                        method.clone(),
+                        params.clone(),
+                        run,
+                        ct,
+                        reg,
+                    ));
+                    (None, Some(guard), cancel)
+                }
+                None => (Some(reg), None, ct),
+            };
             let _reg = reg;
             let work = async {
                 if let Err(line) = me.modern_ready(&id, &params).await {
@@ -123,6 +167,13 @@ impl Session {
                     }
                 }
             };
+            if let Some(run) = run {
+                tokio::select! {
+                    line = work => run.done(line),
+                    _ = ct.cancelled() => {}
+                }
+                return;
+            }
             tokio::select! {
                 line = work => {
                     if let Some(line) = line {

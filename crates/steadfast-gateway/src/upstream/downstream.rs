@@ -39,7 +39,7 @@ pub(crate) trait Downstream: Send + Sync + 'static {
         method: &str,
         params: Option<&RawValue>,
         stream: Option<Arc<Outbound>>,
-    ) -> Result<(), String>;
+    ) -> Result<(), Declined>;
 
     /// The server cancelled its request `upstream_id` sent on connection `generation`; true
     /// if this client held it.
@@ -53,6 +53,35 @@ pub(crate) trait Downstream: Send + Sync + 'static {
 
     /// The server's connection `generation` ended: its requests to the client end too.
     fn server_connection_ended(&self, upstream: &Upstream, generation: u64, why: &str);
+}
+
+/// Why a client refused a request from the server: the JSON-RPC error the server hears.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Declined {
+    pub(crate) code: i64,
+    pub(crate) message: String,
+    /// The error's `data`, if any (`-32021` names the capability it needed).
+    pub(crate) data: Option<serde_json::Value>,
+}
+
+impl Declined {
+    /// The client cannot take more (`-32003`).
+    pub(crate) fn overloaded(message: String) -> Self {
+        Self {
+            code: crate::wire::jsonrpc::code::OVERLOADED,
+            message,
+            data: None,
+        }
+    }
+
+    /// The error response to the server's request `id` (raw JSON).
+    pub(crate) fn response(&self, id: &str) -> Vec<u8> {
+        let mut e = serde_json::json!({"code": self.code, "message": self.message});
+        if let Some(d) = &self.data {
+            e["data"] = d.clone();
+        }
+        crate::wire::jsonrpc::raw_error_response(id, &e.to_string())
+    }
 }
 
 impl std::fmt::Debug for dyn Downstream {

@@ -236,10 +236,10 @@ impl Upstream {
         let task = env.params.and_then(|p| task_owners::related_task(p.get()));
         match self.route_server_request(related, task.as_deref()) {
             Ok((client, stream)) => {
-                if let Err(why) =
+                if let Err(refused) =
                     client.forward_server_request(self, link, id, method, env.params, stream)
                 {
-                    let _ = link.send(jsonrpc::error_response(id, code::OVERLOADED, &why), None);
+                    let _ = link.send(refused.response(id), None);
                 }
             }
             Err(why) => {
@@ -261,7 +261,14 @@ impl Upstream {
         task: Option<&str>,
     ) -> Result<Recipient, &'static str> {
         let live = self.clients();
-        let find = |serial: u64| live.iter().find(|c| c.serial() == serial).cloned();
+        // A session of one modern HTTP request is not among the upstream's clients (it gets
+        // no notifications): it is found among the transient ones while its request runs.
+        let find = |serial: u64| {
+            live.iter()
+                .find(|c| c.serial() == serial)
+                .cloned()
+                .or_else(|| transient(serial))
+        };
         // A related client that is gone: no other session may answer in its name. A task
         // outlives the request that created it: its requests go to the session's own stream.
         if let Some(owner) = task.and_then(|t| self.task_owners.get(t)) {
@@ -307,6 +314,39 @@ impl Upstream {
                 let _ = link.send(line, None);
             }
         }
+    }
+}
+
+/// Clients that are not among any upstream's (a session of one modern HTTP request), by
+/// serial, while one of their requests runs: a server request related to it finds its client.
+static TRANSIENT: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<u64, std::sync::Weak<dyn Downstream>>>,
+> = std::sync::LazyLock::new(std::sync::Mutex::default);
+
+fn transient_table()
+-> std::sync::MutexGuard<'static, std::collections::HashMap<u64, std::sync::Weak<dyn Downstream>>> {
+    TRANSIENT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn transient(serial: u64) -> Option<Arc<dyn Downstream>> {
+    transient_table().get(&serial)?.upgrade()
+}
+
+/// Keeps a client findable by the serial its requests carry upstream, until dropped.
+#[derive(Debug)]
+pub(crate) struct Transient(u64);
+
+/// Makes `client` findable for the server requests related to its requests (see
+/// [`Transient`]); the table holds one weak reference per registered client.
+pub(crate) fn register_transient(client: &Arc<dyn Downstream>) -> Transient {
+    let serial = client.serial();
+    transient_table().insert(serial, Arc::downgrade(client));
+    Transient(serial)
+}
+
+impl Drop for Transient {
+    fn drop(&mut self) {
+        transient_table().remove(&self.0);
     }
 }
 
