@@ -406,3 +406,123 @@ async fn http_a_parked_call_never_resumed_is_cancelled_upstream_at_its_bound() {
     assert_eq!(status, 400, "{late}");
     assert_invalid_state(&late);
 }
+
+// -- a modern upstream's input_required, to a handshake-era client --------------------------
+
+/// The gateway on stdio over the fake in `modern-only` mode (its `ask` answers
+/// `input_required`).
+fn stdio_gateway_to_modern(config: &Temp, counts: &Temp) -> RawProcess {
+    let mut argv = vec![
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "proxy".to_owned(),
+        "--config".to_owned(),
+        config.path().to_owned(),
+        "--".to_owned(),
+    ];
+    argv.extend(fake_upstream_command(&[
+        "--count-file",
+        counts.path(),
+        "--mode",
+        "modern-only",
+    ]));
+    RawProcess::spawn(&argv).expect("the gateway starts")
+}
+
+async fn handshake_init(p: &mut RawProcess, capabilities: Value) {
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
+                      "clientInfo": {"name": "raw-handshake", "version": "0"}});
+    let r = ask(p, 0, "initialize", init).await;
+    assert!(r.pointer("/result/protocolVersion").is_some(), "{r}");
+    p.notify("notifications/initialized", json!({}))
+        .await
+        .unwrap();
+}
+
+/// Answers the gateway's `elicitation/create` requests (the n-th with `Ada-n`) until request
+/// `id` is answered: (its answer, how many were asked).
+async fn answer_until(p: &mut RawProcess, id: i64) -> (Value, usize) {
+    let mut asked = 0;
+    loop {
+        let m = p.read_message(ANSWER).await.expect("a message");
+        if m["id"] == id && m.get("method").is_none() {
+            return (m, asked);
+        }
+        if m["method"] == "elicitation/create" && m.get("id").is_some() {
+            asked += 1;
+            assert!(
+                m["id"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("steadfast-")),
+                "under the gateway's id: {m}"
+            );
+            assert_eq!(m["params"]["message"], "name?", "{m}");
+            let content = json!({"name": format!("Ada-{asked}")});
+            p.send(&json!({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": content}}))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+fn ask_rounds(rounds: u64) -> Value {
+    json!({"name": "ask", "arguments": {"method": "elicitation/create", "rounds": rounds,
+           "params": {"message": "name?", "requestedSchema": {"type": "object", "properties": {}}}}})
+}
+
+#[tokio::test]
+async fn stdio_a_modern_upstreams_input_requests_are_put_to_a_handshake_client() {
+    let (config, counts) = setup(CONFIG);
+    let mut p = stdio_gateway_to_modern(&config, &counts);
+    handshake_init(&mut p, elicitation_caps()).await;
+    p.request(json!(1), "tools/call", ask_rounds(2))
+        .await
+        .unwrap();
+    let (r, asked) = answer_until(&mut p, 1).await;
+    assert_eq!(asked, 2, "one request per round: {r}");
+    let seen = text_json(&r);
+    assert_eq!(
+        seen["inputResponses"]["q"],
+        json!({"action": "accept", "content": {"name": "Ada-2"}}),
+        "the upstream got the client's answer under its key: {r}"
+    );
+    assert_eq!(
+        seen["requestState"], "fake-state-2",
+        "its state echoed: {r}"
+    );
+    assert!(
+        r["result"].get("resultType").is_none(),
+        "a handshake-era result: {r}"
+    );
+    assert_eq!(read_counts(&counts.0)["input_rounds"], 2);
+    // An upstream that keeps asking: the gateway stops after its bound of rounds.
+    p.request(json!(2), "tools/call", ask_rounds(50))
+        .await
+        .unwrap();
+    let (r, asked) = answer_until(&mut p, 2).await;
+    assert_eq!(asked, 8, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("more than 8 times")),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn stdio_a_handshake_client_without_the_capability_is_not_asked() {
+    let (config, counts) = setup(CONFIG);
+    let mut p = stdio_gateway_to_modern(&config, &counts);
+    handshake_init(&mut p, json!({"roots": {}})).await;
+    p.request(json!(1), "tools/call", ask_rounds(1))
+        .await
+        .unwrap();
+    let (r, asked) = answer_until(&mut p, 1).await;
+    assert_eq!(asked, 0, "{r}");
+    assert_eq!(r["error"]["code"], -32021, "{r}");
+    assert_eq!(
+        r["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {}}),
+        "{r}"
+    );
+    assert_eq!(read_counts(&counts.0)["input_rounds"], Value::Null);
+}

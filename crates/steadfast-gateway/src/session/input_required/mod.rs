@@ -39,6 +39,8 @@ use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
 use crate::wire::outbound::Outbound;
 
+pub(crate) mod handshake;
+
 /// The methods whose result may be `input_required` (the Python SDK's
 /// `INPUT_REQUIRED_METHODS`): its client drives the retry loop for these only.
 pub(crate) const METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -80,12 +82,24 @@ impl Caps {
         }
     }
 
+    /// The capabilities a handshake-era client's `initialize` params (raw JSON) declare.
+    pub(crate) fn of_initialize(params: &str) -> Self {
+        let v: Value = serde_json::from_str(params).unwrap_or_default();
+        let caps = v.get("capabilities");
+        let has = |k: &str| caps.and_then(|c| c.get(k)).is_some_and(Value::is_object);
+        Self {
+            elicitation: has("elicitation"),
+            sampling: has("sampling"),
+            roots: has("roots"),
+        }
+    }
+
     /// Whether any input request could be put to the client.
     pub(crate) fn any(self) -> bool {
         self.elicitation || self.sampling || self.roots
     }
 
-    fn has(self, capability: &str) -> bool {
+    pub(crate) fn has(self, capability: &str) -> bool {
         match capability {
             "elicitation" => self.elicitation,
             "sampling" => self.sampling,
