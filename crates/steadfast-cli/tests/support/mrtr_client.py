@@ -2,7 +2,8 @@
 """The Python SDK 2.x client with an elicitation callback, through the gateway: connects in
 MODE, calls TOOL with ARGS (JSON) — a tool whose server elicits while it works — answering the
 elicitation with `{"name": NAME, "check": true}` (accept), and prints one JSON line with the
-messages it was asked and the tool's result text.
+messages it was asked and the tool's result text. In a modern MODE the elicitation comes
+embedded in an `input_required` result (the SDK's client retries); in `legacy` as a request.
 
   mrtr_client.py MODE TOOL ARGS NAME URL
   mrtr_client.py MODE TOOL ARGS NAME -- COMMAND [ARGS...]
