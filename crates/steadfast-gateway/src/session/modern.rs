@@ -24,6 +24,11 @@ use crate::wire::call_params::CallParams;
 use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
 
+/// Whether a method's answer may be `input_required` (see `input_required.rs`).
+fn parkable(method: &str) -> bool {
+    input_required::METHODS.contains(&method)
+}
+
 impl Session {
     /// Serves one modern request (the caller saw its envelope or `server/discover`).
     pub(crate) fn on_modern_request(self: &Arc<Self>, env: &Envelope<'_>) {
@@ -93,9 +98,8 @@ impl Session {
         }
         let me = self.clone();
         let id = reg.id.clone();
-        let parkable = input_required::METHODS.contains(&method.as_str());
         // A retry of a call the gateway parked: resumed, not run again.
-        if let Some(state) = input_required::state_of(&params).filter(|_| parkable) {
+        if let Some(state) = input_required::state_of(&params).filter(|_| parkable(&method)) {
             let state = state.to_owned();
             tokio::spawn(Box::pin(async move {
                 let _reg = reg;
@@ -109,33 +113,16 @@ impl Session {
             }));
             return;
         }
-        // A session of one HTTP request is no upstream's client: findable while it runs.
-        let transient = (self.stateless && parkable).then(|| {
-            let client: Arc<dyn crate::upstream::Downstream> = self.client.clone();
-            crate::upstream::register_transient(&client)
-        });
-        let run = input_required::begin(self, &id, &method, &params);
+        // With a run, the request is answered by `input_required::answer_first` (the call's
+        // answer, or `input_required` first), and the call runs on until its answer or cancel.
+        let prepared = input_required::prepare(self, &id, &method, &params, reg, ct);
         tokio::spawn(Box::pin(async move {
-            let _transient = transient;
-            // With a run, the request is answered by `answer_first` (the call's answer, or
-            // `input_required` first), and the call runs on until its answer or its cancel.
-            let (reg, run, ct) = match run {
-                Some((run, guard)) => {
-                    let cancel = run.cancel.clone();
-                    tokio::spawn(input_required::answer_first(
-                        me.clone(),
-                        id.clone(),
-                        method.clone(),
-                        params.clone(),
-                        run,
-                        ct,
-                        reg,
-                    ));
-                    (None, Some(guard), cancel)
-                }
-                None => (Some(reg), None, ct),
-            };
-            let _reg = reg;
+            let input_required::Prepared {
+                reg: _reg,
+                run,
+                ct,
+                transient: _transient,
+            } = prepared;
             let work = async {
                 if let Err(line) = me.modern_ready(&id, &params).await {
                     return Some(line);

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use crate::config::settings::Settings;
 pub(crate) use downstream::{Declined, Downstream};
-pub(crate) use inbound::register_transient;
+pub(crate) use inbound::{Transient, register_transient};
 pub(crate) use link::Link;
 use pending::Pending;
 pub(crate) use pending::{Params, ProgressRoute, Reply};

@@ -276,7 +276,7 @@ impl Drop for RunGuard {
 /// A run for a modern request of `method` with `params`, when it may be answered with
 /// `input_required` (one of [`METHODS`], from a client that declared some input capability),
 /// registered with the session's client; with the guard its call's task holds.
-pub(crate) fn begin(
+fn begin(
     session: &Arc<Session>,
     id: &str,
     method: &str,
@@ -307,6 +307,61 @@ pub(crate) fn begin(
         cancel: CancellationToken::new(),
     };
     Some((run, guard))
+}
+
+/// What a modern request's task holds while its call runs (see [`prepare`]).
+pub(crate) struct Prepared<R> {
+    /// The request's registration, unless [`answer_first`] holds it (a run).
+    pub(crate) reg: Option<R>,
+    /// The run's guard, when the request may be answered `input_required`.
+    pub(crate) run: Option<RunGuard>,
+    /// What cancels the call: the request's own, or the run's.
+    pub(crate) ct: CancellationToken,
+    /// A session of one HTTP request, findable by the upstream while it runs.
+    pub(crate) transient: Option<crate::upstream::Transient>,
+}
+
+/// Prepares a modern request's call: when it may be answered `input_required` ([`begin`]),
+/// a responder ([`answer_first`]) is spawned that holds `reg` and watches `ct`, and the call
+/// is cancelled by the run instead.
+pub(crate) fn prepare<R: Send + 'static>(
+    session: &Arc<Session>,
+    id: &Arc<str>,
+    method: &str,
+    params: &Value,
+    reg: R,
+    ct: CancellationToken,
+) -> Prepared<R> {
+    // A session of one HTTP request is no upstream's client: findable while it runs, so
+    // the server's requests reach it (and are refused -32021 when it declared nothing).
+    let transient = (session.stateless && METHODS.contains(&method)).then(|| {
+        let client: Arc<dyn crate::upstream::Downstream> = session.client.clone();
+        crate::upstream::register_transient(&client)
+    });
+    let Some((run, guard)) = begin(session, id, method, params) else {
+        return Prepared {
+            reg: Some(reg),
+            run: None,
+            ct,
+            transient,
+        };
+    };
+    let cancel = run.cancel.clone();
+    tokio::spawn(answer_first(
+        session.clone(),
+        id.clone(),
+        method.to_owned(),
+        params.clone(),
+        run,
+        ct,
+        reg,
+    ));
+    Prepared {
+        reg: None,
+        run: Some(guard),
+        ct: cancel,
+        transient,
+    }
 }
 
 /// What a parked call is bound to: a retry must be the same request.
