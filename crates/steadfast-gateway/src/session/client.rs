@@ -80,6 +80,17 @@ impl Client {
         &self.runs
     }
 
+    /// The client of one modern HTTP request: modern, with a serial marked
+    /// [`crate::upstream::TRANSIENT_SERIAL`] (no upstream knows it as a client).
+    pub(crate) fn transient(max_notifications: usize) -> Arc<Self> {
+        let mut c = Self::new(max_notifications);
+        if let Some(me) = Arc::get_mut(&mut c) {
+            me.serial |= crate::upstream::TRANSIENT_SERIAL;
+            me.modern = std::sync::atomic::AtomicBool::new(true);
+        }
+        c
+    }
+
     /// Records that the client speaks MCP 2026-07-28 (see the field).
     pub(crate) fn mark_modern(&self) {
         self.modern.store(true, Ordering::Relaxed);

@@ -93,9 +93,6 @@ impl Session {
         let Some((ct, reg)) = self.register(id) else {
             return;
         };
-        if self.stateless {
-            self.client.mark_modern(); // the server's requests become input requests
-        }
         let me = self.clone();
         let id = reg.id.clone();
         // A retry of a call the gateway parked: resumed, not run again.

@@ -34,6 +34,7 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::Session;
+pub(crate) use crate::upstream::capability_for;
 use crate::upstream::{Declined, Upstream};
 use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
@@ -109,35 +110,9 @@ impl Caps {
     }
 }
 
-/// The client capability a server request needs (`None`: not an input request).
-pub(crate) fn capability_for(method: &str) -> Option<&'static str> {
-    match method {
-        "elicitation/create" => Some("elicitation"),
-        "sampling/createMessage" => Some("sampling"),
-        "roots/list" => Some("roots"),
-        _ => None,
-    }
-}
-
 /// The refusal a server hears when the client did not declare what its request needs.
 pub(crate) fn missing_capability(method: &str) -> Declined {
-    let capability = capability_for(method);
-    let message = match capability {
-        Some(c) => format!(
-            "the client did not declare the {c} capability in this request's \
-             _meta[\"{}\"], so it cannot be asked {method}",
-            era::CLIENT_CAPABILITIES
-        ),
-        None => format!(
-            "a MCP 2026-07-28 client cannot be sent {method}: only sampling, elicitation and \
-             roots requests are put to it (as input requests)"
-        ),
-    };
-    Declined {
-        code: era::code::MISSING_CLIENT_CAPABILITY,
-        message,
-        data: capability.map(|c| json!({"requiredCapabilities": {c: {}}})),
-    }
+    Declined::missing_capability(method)
 }
 
 /// One request from a server, taken from the connection it came on.
@@ -332,20 +307,21 @@ pub(crate) fn prepare<R: Send + 'static>(
     reg: R,
     ct: CancellationToken,
 ) -> Prepared<R> {
-    // A session of one HTTP request is no upstream's client: findable while it runs, so
-    // the server's requests reach it (and are refused -32021 when it declared nothing).
-    let transient = (session.stateless && METHODS.contains(&method)).then(|| {
-        let client: Arc<dyn crate::upstream::Downstream> = session.client.clone();
-        crate::upstream::register_transient(&client)
-    });
     let Some((run, guard)) = begin(session, id, method, params) else {
         return Prepared {
             reg: Some(reg),
             run: None,
             ct,
-            transient,
+            transient: None,
         };
     };
+    // A session of one HTTP request is no upstream's client: findable while its call runs,
+    // so the server's requests reach the run. (Without a run, its serial says it is a
+    // transient client, and the server hears -32021 at once: `upstream/inbound.rs`.)
+    let transient = session.stateless.then(|| {
+        let client: Arc<dyn crate::upstream::Downstream> = session.client.clone();
+        crate::upstream::register_transient(&client)
+    });
     let cancel = run.cancel.clone();
     tokio::spawn(answer_first(
         session.clone(),
