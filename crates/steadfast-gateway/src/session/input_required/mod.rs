@@ -74,7 +74,13 @@ impl Caps {
     pub(crate) fn of(params: &Value) -> Self {
         let caps = params
             .get("_meta")
-            .and_then(|m| m.get(era::CLIENT_CAPABILITIES));
+            .and_then(|m| m.get(era::CLIENT_CAPABILITIES))
+            .and_then(Value::as_object)
+            .filter(|c| !c.is_empty()); // most clients declare none: no lookups then
+        let Some(caps) = caps else {
+            return Self::default();
+        };
+        let caps = Some(caps);
         let has = |k: &str| caps.and_then(|c| c.get(k)).is_some_and(Value::is_object);
         Self {
             elicitation: has("elicitation"),
