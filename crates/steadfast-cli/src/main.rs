@@ -227,6 +227,14 @@ fn config_errors(errors: Vec<steadfast_gateway::ConfigError>) -> anyhow::Error {
     )
 }
 
+/// The process's allocator. A proxy allocates a few dozen small objects per call and frees
+/// them in whatever order the calls end; with 64 calls in flight glibc's per-size caches run
+/// dry and every other allocation takes its slow path (a fifth of the instructions per call,
+/// BENCHMARKS.md "Issue 20"). mimalloc's per-page free lists do not.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Proxy {

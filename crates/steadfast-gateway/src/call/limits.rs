@@ -29,15 +29,17 @@ pub(crate) struct Terms {
 /// The terms of `call`, asked for by `ctx`'s caller.
 pub(crate) fn terms(call: &Resolved<'_>, ctx: &Context<'_>) -> Terms {
     let (upstream, tools) = (&call.route.upstream, &call.route.tools);
-    let listed = upstream.lists(&call.original);
+    let facts = upstream.facts(&call.original);
+    let listed = facts.listed;
     let entry = tools.entry(call.name, listed);
     let policy = &entry.settings.policy;
-    let (read_only, idempotent) = upstream.hints(&call.original);
-    let replay = policy.retry_ambiguous.unwrap_or(read_only || idempotent);
+    let replay = policy
+        .retry_ambiguous
+        .unwrap_or(facts.read_only || facts.idempotent);
     let bounds = Timeouts::of(policy);
     // Keys built only when a limit counts them: three strings per call otherwise wasted.
     let limit = tools.call_limit().map(|limit| {
-        let keys = keys((ctx.caller)(), call.name, &upstream.name);
+        let keys = keys(ctx.caller.limit_key(), call.name, &upstream.name);
         (limit, keys)
     });
     Terms {

@@ -23,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use attempt::Answer;
 pub(crate) use resolve::Request;
 
-use crate::config::Config;
 use crate::route::router::Router;
 use crate::upstream::Downstream;
 use crate::wire::jsonrpc;
@@ -35,9 +34,8 @@ pub(crate) struct Context<'a> {
     pub(crate) id: &'a str,
     /// Cancelled when the client cancels the request: the call stops and is not answered.
     pub(crate) cancel: &'a CancellationToken,
-    /// Who asked, as call limits count (a session, or a token's subject); asked only when a
-    /// limit is configured.
-    pub(crate) caller: &'a (dyn Fn() -> String + Sync),
+    /// Who asked, as call limits count; asked only when a limit is configured.
+    pub(crate) caller: &'a dyn Caller,
     /// The client: progress for its token and the server's requests related to the call go
     /// there.
     pub(crate) downstream: Option<Arc<dyn Downstream>>,
@@ -46,14 +44,21 @@ pub(crate) struct Context<'a> {
     pub(crate) stream: Option<Arc<Outbound>>,
 }
 
-/// Runs `request` for `ctx` over `router`'s upstreams under `config`; the line answering it,
-/// or `None` if the client cancelled it.
+/// Who asked for a call, as call limits count it (a session, or a token's subject).
+pub(crate) trait Caller: Sync {
+    /// The key call limits count this caller's calls by.
+    fn limit_key(&self) -> String;
+}
+
+/// Runs `request` for `ctx` over `router`'s upstreams; the line answering it, or `None` if the
+/// client cancelled it. Takes the context by value so that a caller can return this future
+/// as it is (no state machine of its own around it).
 pub(crate) async fn run(
     router: &Router,
-    config: &Config,
-    ctx: &Context<'_>,
+    ctx: Context<'_>,
     mut request: Request,
 ) -> Option<Vec<u8>> {
+    let ctx = &ctx;
     let call = match resolve::resolve(router, &mut request) {
         Ok(call) => call,
         Err(unknown) => {
@@ -67,5 +72,6 @@ pub(crate) async fn run(
     let started = Instant::now();
     let terms = limits::terms(&call, ctx);
     let outcome = engine::run(router, ctx, &call, &terms).await;
-    outcome::answer(ctx, config, &call, &terms, started.elapsed(), outcome)
+    let on_limit = router.config().call_limits.on_limit;
+    outcome::answer(ctx, on_limit, &call, &terms, started.elapsed(), outcome)
 }

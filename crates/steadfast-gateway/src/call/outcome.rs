@@ -9,14 +9,15 @@ use super::Context;
 use super::attempt::Answer;
 use super::limits::Terms;
 use super::resolve::Resolved;
-use crate::config::{Config, OnLimit};
+use crate::config::OnLimit;
 use crate::wire::jsonrpc;
 
-/// The line answering `ctx`'s request with `outcome` (`None` if the client cancelled it),
+/// The line answering `ctx`'s request with `outcome` (a call limit's refusal as `on_limit`
+/// says) (`None` if the client cancelled it),
 /// after recording how long the call took.
 pub(crate) fn answer(
     ctx: &Context<'_>,
-    config: &Config,
+    on_limit: OnLimit,
     call: &Resolved<'_>,
     terms: &Terms,
     took: Duration,
@@ -35,7 +36,7 @@ pub(crate) fn answer(
         Ok(a) => a.raw,
         Err(llm)
             if llm.code == steadfast::LlmErrorCode::ToolCallLimit
-                && config.call_limits.on_limit == OnLimit::JsonrpcError =>
+                && on_limit == OnLimit::JsonrpcError =>
         {
             return Some(jsonrpc::error_response(
                 ctx.id,

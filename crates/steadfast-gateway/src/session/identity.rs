@@ -119,7 +119,15 @@ impl Session {
             None => self.id.clone(),
         }
     }
+}
 
+impl crate::call::Caller for Session {
+    fn limit_key(&self) -> String {
+        Session::limit_key(self)
+    }
+}
+
+impl Session {
     /// Whether the token's policy lets this client read the resource `uri` (always, without
     /// an identity or a policy).
     pub(crate) fn may_read(&self, uri: &str) -> bool {

@@ -80,28 +80,30 @@ pub(crate) fn call<'a>(
     call_request(session, id, Request::new(params), cancel)
 }
 
-async fn call_request(
-    session: &Arc<Session>,
-    id: &str,
+/// The health tool's answer at once, or the call `call/` runs: the future returned is
+/// `call::run`'s own (no state machine of this function's around it).
+fn call_request<'a>(
+    session: &'a Arc<Session>,
+    id: &'a str,
     request: Request,
-    cancel: &CancellationToken,
-) -> Option<Vec<u8>> {
-    let config = session.router.config();
-    if config.health_tool.as_deref() == Some(request.name()) {
+    cancel: &'a CancellationToken,
+) -> impl std::future::Future<Output = Option<Vec<u8>>> + 'a {
+    use futures::future::Either;
+    if session.router.config().health_tool.as_deref() == Some(request.name()) {
         let r = crate::session::health::result(session);
-        return Some(jsonrpc::result_response(id, &r.to_string()));
+        let line = jsonrpc::result_response(id, &r.to_string());
+        return Either::Left(std::future::ready(Some(line)));
     }
-    let caller = || session.limit_key();
     let ctx = Context {
         id,
         cancel,
-        caller: &caller,
+        caller: &**session,
         downstream: Some(session.client.clone()),
         // The call's own stream (an HTTP POST answered with server-sent events), if any:
         // progress and the server's requests related to any attempt go there.
         stream: session.client.request_stream(id),
     };
-    // Boxed: the call's future is large (the request, its route and terms, the engine's
-    // state); held inline, the spawned task's box grew past what malloc serves quickly.
-    Box::pin(crate::call::run(&session.router, &config, &ctx, request)).await
+    // Boxed: the call's future is large, and the spawned task that holds this one is moved
+    // through the runtime's layers; a pointer moves cheaply.
+    Either::Right(Box::pin(crate::call::run(&session.router, ctx, request)))
 }

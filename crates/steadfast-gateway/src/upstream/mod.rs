@@ -23,7 +23,7 @@ pub(crate) mod credentials;
 mod http;
 mod stdio;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -91,9 +91,9 @@ pub(crate) struct Upstream {
     /// request gets the per-request envelope; otherwise the envelope of a modern client's
     /// request is removed (the handshake negotiated the version once).
     modern: std::sync::atomic::AtomicBool,
-    /// Both read on every call: a fast hasher, seeded per process (names are the server's).
-    annotations: RwLock<HashMap<String, (bool, bool), foldhash::fast::RandomState>>,
-    listed: RwLock<HashSet<String, foldhash::fast::RandomState>>,
+    /// What the server said of each tool it listed, read on every call (one lookup for both
+    /// facts): a fast hasher, seeded per process (names are the server's).
+    tools: RwLock<HashMap<String, ToolFacts, foldhash::fast::RandomState>>,
     clients: RwLock<Vec<std::sync::Weak<dyn Downstream>>>,
     /// The client that most recently sent a request here.
     /// Its serial; 0 for none.
@@ -150,8 +150,7 @@ impl Upstream {
             init_params: OnceLock::new(),
             init_result: RwLock::new(None),
             modern: std::sync::atomic::AtomicBool::new(false),
-            annotations: RwLock::default(),
-            listed: RwLock::default(),
+            tools: RwLock::default(),
             clients: RwLock::default(),
             last_active: AtomicU64::new(0),
             task_owners: task_owners::TaskOwners::default(),
@@ -312,25 +311,29 @@ impl Upstream {
 
     /// Whether the server listed `tool` (per-tool state is kept only for those).
     pub(crate) fn lists(&self, tool: &str) -> bool {
-        self.listed
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(tool)
+        self.facts(tool).listed
     }
 
     /// The names of the tools the server listed.
     pub(crate) fn listed_names(&self) -> Vec<String> {
-        self.listed
+        self.tools
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .cloned()
+            .filter(|(_, f)| f.listed)
+            .map(|(name, _)| name.clone())
             .collect()
     }
 
     /// The tool's (readOnlyHint, idempotentHint), as last listed.
     pub(crate) fn hints(&self, tool: &str) -> (bool, bool) {
-        self.annotations
+        let f = self.facts(tool);
+        (f.read_only, f.idempotent)
+    }
+
+    /// What the server said of `tool` (nothing, for a name it never listed).
+    pub(crate) fn facts(&self, tool: &str) -> ToolFacts {
+        self.tools
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(tool)
@@ -343,10 +346,10 @@ impl Upstream {
         let Some(tools) = result.get("tools").and_then(Value::as_array) else {
             return;
         };
-        let mut ann = self.annotations.write().unwrap_or_else(|e| e.into_inner());
-        let mut listed = self.listed.write().unwrap_or_else(|e| e.into_inner());
+        let mut known = self.tools.write().unwrap_or_else(|e| e.into_inner());
         if first_page {
-            listed.clear();
+            // A tool no longer listed keeps its hints (a call already running may ask).
+            known.values_mut().for_each(|f| f.listed = false);
         }
         for t in tools {
             let Some(name) = t.get("name").and_then(Value::as_str) else {
@@ -358,11 +361,14 @@ impl Upstream {
                     .and_then(Value::as_bool)
                     .unwrap_or(false)
             };
-            ann.insert(
+            known.insert(
                 name.to_owned(),
-                (hint("readOnlyHint"), hint("idempotentHint")),
+                ToolFacts {
+                    listed: true,
+                    read_only: hint("readOnlyHint"),
+                    idempotent: hint("idempotentHint"),
+                },
             );
-            listed.insert(name.to_owned());
         }
     }
 
@@ -507,6 +513,17 @@ impl Upstream {
     pub(crate) fn settings(&self) -> &Settings {
         &self.settings
     }
+}
+
+/// What a server said of one of its tools in `tools/list`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ToolFacts {
+    /// Listed on the server's latest list (per-tool state is kept only for those).
+    pub(crate) listed: bool,
+    /// `readOnlyHint`, as last listed.
+    pub(crate) read_only: bool,
+    /// `idempotentHint`, as last listed.
+    pub(crate) idempotent: bool,
 }
 
 #[cfg(test)]
