@@ -3,7 +3,8 @@
 //! and in modern-only mode (`2026-07-28`, no probe), over stdio and HTTP, to a modern-only
 //! Python SDK server (`support/modern_server.py`: `initialize` refused) and to
 //! `@modelcontextprotocol/server-everything` (npm); and the reverse direction, a handshake-era
-//! client (the Python SDK 1.30) to the modern-only server. Ignored unless
+//! client (the Python SDK 1.30) to the modern-only server; and multi round-trip requests both
+//! ways (an elicitation through the gateway, `support/mrtr_client.py`). Ignored unless
 //! `STEADFAST_TEST_MCP2_PYTHON` names the 2.x interpreter (`scripts/modern-sdk.sh --install`,
 //! which also installs server-everything into `target/modern-sdk/`).
 
@@ -237,6 +238,91 @@ async fn sdk2_client_auto_and_modern_to_server_everything() {
             "{out}"
         );
     }
+}
+
+/// The elicitation tool's call by `mrtr_client.py` (answering with `name`), through `target`.
+async fn elicited(mode: &str, name: &str, target: &[String]) -> Value {
+    let args = [
+        mode.to_owned(),
+        "trigger-elicitation-request".to_owned(),
+        "{}".to_owned(),
+        name.to_owned(),
+    ];
+    client(&python2(), "mrtr_client.py", &[&args[..], target].concat()).await
+}
+
+fn assert_elicited(out: &Value, name: &str) {
+    assert_eq!(out["protocol_version"], MODERN, "{out}");
+    assert_eq!(out["is_error"], false, "{out}");
+    assert_eq!(
+        out["asked"].as_array().map(Vec::len),
+        Some(1),
+        "asked once: {out}"
+    );
+    let text = out["text"].to_string();
+    assert!(
+        text.contains("User provided the requested information") && text.contains(name),
+        "the server got the client's answer: {out}"
+    );
+}
+
+/// A handshake-era server that elicits while it works on a modern client's call: the gateway
+/// answers the call with `input_required`, the SDK's client fulfils it with its elicitation
+/// callback and retries, and the gateway answers the server's request and the retry with
+/// the call's result (`docs/protocol-eras.md`, multi round-trip requests).
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_client_answers_server_everythings_elicitation_as_input_required() {
+    let c = config();
+    let upstream = vec![everything(), "stdio".to_owned()];
+    for (mode, name) in [("auto", "Ada Lovelace"), (MODERN, "Grace Hopper")] {
+        let out = elicited(mode, name, &through_stdio(&c, &upstream)).await;
+        assert_elicited(&out, name);
+    }
+    let (_gw, url) = http_gateway(&c, &upstream).await;
+    for (mode, name) in [("auto", "Barbara Liskov"), (MODERN, "Frances Allen")] {
+        let out = elicited(mode, name, std::slice::from_ref(&url)).await;
+        assert_elicited(&out, name);
+    }
+}
+
+/// The reverse: a modern-only server (the Python SDK's) answers a call with `input_required`;
+/// the SDK's client pinned to the handshake era gets the elicitation as a request from the
+/// gateway, answers it, and the gateway retries the call with `inputResponses`.
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 2.x (STEADFAST_TEST_MCP2_PYTHON): run scripts/modern-sdk.sh"]
+async fn sdk2_handshake_client_answers_a_modern_servers_input_required() {
+    let c = config();
+    let check = |out: &Value, name: &str| {
+        assert_eq!(out["protocol_version"], "2025-11-25", "{out}");
+        assert_eq!(out["is_error"], false, "{out}");
+        assert_eq!(out["asked"], serde_json::json!(["your name?"]), "{out}");
+        assert_eq!(
+            out["text"][0],
+            format!("hello {name} (state asked-once)"),
+            "the server got the answer and its own state back: {out}"
+        );
+    };
+    let args = |name: &str| {
+        ["legacy", "ask_name", "{}", name]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let out = client(
+        &python2(),
+        "mrtr_client.py",
+        &[args("Ada").as_slice(), &through_stdio(&c, &modern_server())].concat(),
+    )
+    .await;
+    check(&out, "Ada");
+    let (_gw, url) = http_gateway(&c, &modern_server()).await;
+    let out = client(
+        &python2(),
+        "mrtr_client.py",
+        &[args("Grace"), vec![url]].concat(),
+    )
+    .await;
+    check(&out, "Grace");
 }
 
 #[tokio::test]

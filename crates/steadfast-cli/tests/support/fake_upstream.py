@@ -518,6 +518,9 @@ class Fake:
         if "oversized-reply" in self.modes:
             emit(before + [ok(rid, text_result("x" * int(self.args.reply_mib * 1024 * 1024)))])
             return
+        if name == "ask" and "modern-only" in self.modes:
+            emit([ok(rid, self.ask_modern(params, arguments))])
+            return
         result = self.run_tool(rid, name, arguments, token, emit)
         if result is None:
             return  # cancelled: no answer, as the spec says
@@ -600,6 +603,24 @@ class Fake:
             return text_result(json.dumps({"unanswered": rid}))
         answer = slot[1]
         return text_result(json.dumps({k: answer[k] for k in ("result", "error") if k in answer}))
+
+    def ask_modern(self, params, arguments):
+        """modern-only `ask`: MCP 2026-07-28 has no requests to the client, so the request
+        (`method`, `params`) is embedded in an `input_required` result under key `q`, with
+        `requestState` `fake-state-N`; `rounds` (default 1) rounds of it, then the last
+        round's `inputResponses` and `requestState` as the tool's text."""
+        state = params.get("requestState") or "fake-state-0"
+        done = int(str(state).rsplit("-", 1)[-1])
+        if params.get("inputResponses") is not None:
+            self.counter.bump("input_rounds")
+        if done >= int(arguments.get("rounds", 1)):
+            seen = {"inputResponses": params.get("inputResponses"), "requestState": state}
+            return dict(text_result(json.dumps(seen)), resultType="complete")
+        request = {"method": str(arguments.get("method", "roots/list"))}
+        if arguments.get("params") is not None:
+            request["params"] = arguments["params"]
+        return {"resultType": "input_required", "inputRequests": {"q": request},
+                "requestState": f"fake-state-{done + 1}"}
 
     def on_answer(self, msg):
         key = json.dumps(msg.get("id"))

@@ -8,11 +8,13 @@ request without the `_meta` envelope is refused too: a gateway that does not spe
 revision cannot use it at all. Tools: `echo` (its text), `era` (the protocol version the
 request was served at), `slow` (sleeps, then answers), `touch` (announces a tools list change
 and an update of the resource `note://a` to `subscriptions/listen` streams, which the SDK
-serves).
+serves), `ask_name` (asks the client for a name with an elicitation embedded in an
+`input_required` result, the revision's multi round-trip request, and greets it).
 """
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 from mcp.server.runner import _serve_modern_stream
 from mcp.server.stdio import stdio_server
 
@@ -37,6 +39,21 @@ async def touch(ctx: Context) -> str:
     await ctx.notify_tools_changed()
     await ctx.notify_resource_updated("note://a")
     return "touched"
+
+
+@mcp.tool()
+async def ask_name(ctx: Context) -> str | InputRequiredResult:
+    """Asks the client for a name (an input request), then greets it."""
+    answers = ctx.input_responses or {}
+    answer = answers.get("name")
+    if answer is not None and getattr(answer, "action", None) == "accept":
+        return f"hello {(answer.content or {}).get('name')} (state {ctx.request_state})"
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    return InputRequiredResult(
+        input_requests={"name": ElicitRequest(params=ElicitRequestFormParams(
+            message="your name?", requested_schema=schema))},
+        request_state="asked-once",
+    )
 
 
 @mcp.resource("note://a")

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 
-use crate::upstream::{Downstream, Link, Upstream};
+use crate::session::input_required::{Runs, ServerAsk};
+use crate::upstream::{Declined, Downstream, Link, Upstream};
 use crate::wire::jsonrpc;
 use crate::wire::outbound::{Outbound, Refused};
 
 mod server_requests;
 
-use server_requests::{MAX_SERVER_REQUESTS, ServerRequest, ServerRequests};
+use server_requests::{LocalAnswer, MAX_SERVER_REQUESTS, ServerRequest, ServerRequests};
 
 /// Serials of clients: an upstream remembers a client by it without holding a reference.
 static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
@@ -38,6 +39,9 @@ pub(crate) struct Client {
     /// A MCP 2026-07-28 client (the stdio front's, when its first request was modern): list
     /// changes and resource updates reach it only on its `subscriptions/listen` streams.
     modern: std::sync::atomic::AtomicBool,
+    /// The modern requests in flight that can be answered with `input_required`: the
+    /// server's requests go to them (`input_required.rs`).
+    runs: Runs,
 }
 
 /// How a front awaits the response to one request.
@@ -67,7 +71,24 @@ impl Client {
             stream: Mutex::default(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             modern: std::sync::atomic::AtomicBool::new(false),
+            runs: Runs::default(),
         })
+    }
+
+    /// The client's modern requests that may carry input requests.
+    pub(crate) fn runs(&self) -> &Runs {
+        &self.runs
+    }
+
+    /// The client of one modern HTTP request: modern, with a serial marked
+    /// [`crate::upstream::TRANSIENT_SERIAL`] (no upstream knows it as a client).
+    pub(crate) fn transient(max_notifications: usize) -> Arc<Self> {
+        let mut c = Self::new(max_notifications);
+        if let Some(me) = Arc::get_mut(&mut c) {
+            me.serial |= crate::upstream::TRANSIENT_SERIAL;
+            me.modern = std::sync::atomic::AtomicBool::new(true);
+        }
+        c
     }
 
     /// Records that the client speaks MCP 2026-07-28 (see the field).
@@ -202,9 +223,17 @@ impl Client {
         result: Option<&RawValue>,
         error: Option<&RawValue>,
     ) {
-        let Some(req) = self.server_requests.remove(id) else {
+        let Some(mut req) = self.server_requests.remove(id) else {
             return;
         };
+        if let Some(tx) = req.local.take() {
+            let _ = tx.send(match (result, error) {
+                (Some(r), _) => Ok(r.get().to_owned()),
+                (_, Some(e)) => Err(e.get().to_owned()),
+                _ => return,
+            });
+            return;
+        }
         let line = match (result, error) {
             (Some(r), _) => jsonrpc::result_response(&req.id, r.get()),
             (_, Some(e)) => jsonrpc::raw_error_response(&req.id, e.get()),
@@ -244,6 +273,86 @@ impl Client {
             jsonrpc::notification("notifications/cancelled", Some(&params)),
         );
     }
+
+    /// Puts a request of the gateway's own to the client (an input request of a modern
+    /// upstream, `input_required/handshake.rs`), on `stream` while that is open; the answer
+    /// (the result, or the error object, raw JSON) comes on the receiver, which is dropped
+    /// unanswered when the client does not answer within `timeout` or goes away.
+    pub(crate) fn ask(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&str>,
+        stream: Option<Arc<Outbound>>,
+        timeout: Duration,
+    ) -> Result<tokio::sync::oneshot::Receiver<Result<String, String>>, Declined> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let entry = Pending {
+            upstream: std::sync::Weak::new(),
+            generation: 0,
+            id: String::new(),
+            local: Some(tx),
+        };
+        self.send_server_request(entry, timeout, method, params, stream)?;
+        Ok(rx)
+    }
+
+    /// Sends a request to the client under an id of ours, entered in the table until it is
+    /// answered or `timeout` passes (see `forward_server_request`).
+    fn send_server_request(
+        self: &Arc<Self>,
+        entry: Pending,
+        timeout: Duration,
+        method: &str,
+        params: Option<&str>,
+        stream: Option<Arc<Outbound>>,
+    ) -> Result<(), Declined> {
+        let ours = format!(
+            "\"steadfast-{}\"",
+            self.next.fetch_add(1, Ordering::Relaxed)
+        );
+        let weak = Arc::downgrade(self);
+        let key = ours.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            if let Some(client) = weak.upgrade() {
+                client.expire_server_request(&key, timeout);
+            }
+        });
+        let entry = ServerRequest {
+            upstream: entry.upstream,
+            generation: entry.generation,
+            id: entry.id,
+            method: method.to_owned(),
+            timer: timer.abort_handle(),
+            stream: stream.clone(),
+            local: entry.local,
+        };
+        if let Err(entry) = self.server_requests.insert(ours.clone(), entry) {
+            entry.timer.abort();
+            return Err(Declined::overloaded(format!(
+                "too many requests from the server await the client (at most {MAX_SERVER_REQUESTS})"
+            )));
+        }
+        // Counted against the queue's cap like a notification: a client that does not read
+        // (an HTTP client with no event stream open) cannot make the queue grow without end;
+        // the server hears at once instead.
+        let line = jsonrpc::request(&ours, method, params);
+        if !self.push_related(stream.as_deref(), line) {
+            self.server_requests.remove(&ours);
+            return Err(Declined::overloaded(
+                "the client is not taking messages (its queue is full)".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Who a request to the client is for: a server (its id, on its connection), or the gateway.
+struct Pending {
+    upstream: std::sync::Weak<Upstream>,
+    generation: u64,
+    id: String,
+    local: Option<LocalAnswer>,
 }
 
 impl Downstream for Client {
@@ -298,43 +407,32 @@ impl Downstream for Client {
         method: &str,
         params: Option<&RawValue>,
         stream: Option<Arc<Outbound>>,
-    ) -> Result<(), String> {
-        let timeout = upstream.settings().request_timeout;
-        let ours = format!(
-            "\"steadfast-{}\"",
-            self.next.fetch_add(1, Ordering::Relaxed)
-        );
-        let weak = Arc::downgrade(&self);
-        let key = ours.clone();
-        let timer = tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
-            if let Some(client) = weak.upgrade() {
-                client.expire_server_request(&key, timeout);
-            }
-        });
-        let entry = ServerRequest {
+    ) -> Result<(), Declined> {
+        // A modern client cannot be sent a request: it gets it as an input request in the
+        // answer to its own (`input_required.rs`), if it declared the capability.
+        if self.modern.load(Ordering::Relaxed) {
+            let ask = ServerAsk {
+                upstream: Arc::downgrade(upstream),
+                generation: link.generation(),
+                id: id.to_owned(),
+                method: method.to_owned(),
+                params: params.map(|p| p.get().to_owned()),
+            };
+            return self.runs.offer(stream.as_ref(), ask);
+        }
+        let entry = Pending {
             upstream: Arc::downgrade(upstream),
             generation: link.generation(),
             id: id.to_owned(),
-            method: method.to_owned(),
-            timer: timer.abort_handle(),
-            stream: stream.clone(),
+            local: None,
         };
-        if let Err(entry) = self.server_requests.insert(ours.clone(), entry) {
-            entry.timer.abort();
-            return Err(format!(
-                "too many requests from the server await the client (at most {MAX_SERVER_REQUESTS})"
-            ));
-        }
-        // Counted against the queue's cap like a notification: a client that does not read
-        // (an HTTP client with no event stream open) cannot make the queue grow without end;
-        // the server hears at once instead.
-        let line = jsonrpc::request(&ours, method, params.map(RawValue::get));
-        if !self.push_related(stream.as_deref(), line) {
-            self.server_requests.remove(&ours);
-            return Err("the client is not taking messages (its queue is full)".to_owned());
-        }
-        Ok(())
+        self.send_server_request(
+            entry,
+            upstream.settings().request_timeout,
+            method,
+            params.map(RawValue::get),
+            stream,
+        )
     }
 
     /// The server cancelled its request `upstream_id` (raw JSON) sent on connection

@@ -104,18 +104,23 @@ impl Session {
         // Boxed: the call's future is large, and spawning moved it through the runtime's
         // layers four times; a pointer moves cheaply. Traced or not is decided here, once, so
         // the untraced task is the call's own state machine with no wrapper choosing at poll.
-        use crate::session::tool_call;
+        // (A modern upstream's `input_required` answers completed with the client.)
+        use crate::session::input_required;
         if steadfast::trace::listening() {
             tokio::spawn(Box::pin(async move {
                 let _reg = reg;
-                if let Some(line) = tool_call::run_traced(&me, &id, params, &ct).await {
+                if let Some(line) =
+                    input_required::handshake::call(&me, &id, params, &ct, true).await
+                {
                     me.respond_handshake(&id, line);
                 }
             }));
         } else {
             tokio::spawn(Box::pin(async move {
                 let _reg = reg;
-                if let Some(line) = tool_call::call(&me, &id, params, &ct).await {
+                if let Some(line) =
+                    input_required::handshake::call(&me, &id, params, &ct, false).await
+                {
                     me.respond_handshake(&id, line);
                 }
             }));

@@ -12,6 +12,7 @@ pub(crate) mod extension;
 mod gather;
 pub(crate) mod health;
 pub(crate) mod identity;
+pub(crate) mod input_required;
 pub(crate) mod listen;
 mod modern;
 mod relay;
@@ -72,6 +73,8 @@ pub(crate) struct Session {
     identity: Mutex<Option<Arc<identity::Identity>>>,
     /// The protocol version the client asked for in `initialize` (`mcp.protocol.version`).
     protocol: std::sync::OnceLock<Box<str>>,
+    /// The client capabilities its `initialize` declared (handshake era).
+    capabilities: std::sync::OnceLock<input_required::Caps>,
 }
 
 impl std::fmt::Debug for Session {
@@ -183,6 +186,7 @@ impl Session {
             warned_unlisted: AtomicBool::new(false),
             identity: Mutex::default(),
             protocol: std::sync::OnceLock::new(),
+            capabilities: std::sync::OnceLock::new(),
         })
     }
 
@@ -253,6 +257,15 @@ impl Session {
                 .protocol
                 .set(v.chars().take(32).collect::<String>().into());
         }
+        // What a modern upstream's input requests may be put to this client as requests.
+        let _ = self
+            .capabilities
+            .set(input_required::Caps::of_initialize(params));
+    }
+
+    /// The capabilities the client declared in `initialize` (none before it).
+    pub(crate) fn handshake_capabilities(&self) -> input_required::Caps {
+        self.capabilities.get().copied().unwrap_or_default()
     }
 
     /// The protocol version the client's `initialize` asked for, if known.

@@ -19,10 +19,15 @@ use std::sync::atomic::Ordering;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::session::Session;
+use crate::session::{Session, input_required};
 use crate::wire::call_params::CallParams;
 use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
+
+/// Whether a method's answer may be `input_required` (see `input_required.rs`).
+fn parkable(method: &str) -> bool {
+    input_required::METHODS.contains(&method)
+}
 
 impl Session {
     /// Serves one modern request (the caller saw its envelope or `server/discover`).
@@ -90,8 +95,31 @@ impl Session {
         };
         let me = self.clone();
         let id = reg.id.clone();
+        // A retry of a call the gateway parked: resumed, not run again.
+        if let Some(state) = input_required::state_of(&params).filter(|_| parkable(&method)) {
+            let state = state.to_owned();
+            tokio::spawn(Box::pin(async move {
+                let _reg = reg;
+                let line = match me.modern_ready(&id, &params).await {
+                    Err(line) => Some(line),
+                    Ok(()) => input_required::resume(&me, &id, &method, &params, &state, &ct).await,
+                };
+                if let Some(line) = line {
+                    me.client.respond(&id, line);
+                }
+            }));
+            return;
+        }
+        // With a run, the request is answered by `input_required::answer_first` (the call's
+        // answer, or `input_required` first), and the call runs on until its answer or cancel.
+        let prepared = input_required::prepare(self, &id, &method, &params, reg, ct);
         tokio::spawn(Box::pin(async move {
-            let _reg = reg;
+            let input_required::Prepared {
+                reg: _reg,
+                run,
+                ct,
+                transient: _transient,
+            } = prepared;
             let work = async {
                 if let Err(line) = me.modern_ready(&id, &params).await {
                     return Some(line);
@@ -123,6 +151,13 @@ impl Session {
                     }
                 }
             };
+            if let Some(run) = run {
+                tokio::select! {
+                    line = work => run.done(line),
+                    _ = ct.cancelled() => {}
+                }
+                return;
+            }
             tokio::select! {
                 line = work => {
                     if let Some(line) = line {

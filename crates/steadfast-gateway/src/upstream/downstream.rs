@@ -13,6 +13,12 @@ use serde_json::value::RawValue;
 use super::{Link, Upstream};
 use crate::wire::outbound::Outbound;
 
+/// The bit set in the serial of a client of one modern HTTP request (`Client::transient`): it
+/// is no upstream's client, so a server request related to its request is refused `-32021`
+/// unless the client registered itself ([`super::register_transient`]: it declared a
+/// capability an input request needs).
+pub(crate) const TRANSIENT_SERIAL: u64 = 1 << 63;
+
 /// One connected client, as seen from an upstream.
 pub(crate) trait Downstream: Send + Sync + 'static {
     /// A number unique to the client in this process: an upstream remembers a client by it
@@ -39,7 +45,7 @@ pub(crate) trait Downstream: Send + Sync + 'static {
         method: &str,
         params: Option<&RawValue>,
         stream: Option<Arc<Outbound>>,
-    ) -> Result<(), String>;
+    ) -> Result<(), Declined>;
 
     /// The server cancelled its request `upstream_id` sent on connection `generation`; true
     /// if this client held it.
@@ -53,6 +59,78 @@ pub(crate) trait Downstream: Send + Sync + 'static {
 
     /// The server's connection `generation` ended: its requests to the client end too.
     fn server_connection_ended(&self, upstream: &Upstream, generation: u64, why: &str);
+}
+
+/// The client capability a server request needs (`None`: not an input request).
+pub(crate) fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+/// Why a client refused a request from the server: the JSON-RPC error the server hears.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Declined {
+    pub(crate) code: i64,
+    pub(crate) message: String,
+    /// The error's `data`, if any (`-32021` names the capability it needed).
+    pub(crate) data: Option<serde_json::Value>,
+}
+
+impl Declined {
+    /// The client cannot take more (`-32003`).
+    pub(crate) fn overloaded(message: String) -> Self {
+        Self {
+            code: crate::wire::jsonrpc::code::OVERLOADED,
+            message,
+            data: None,
+        }
+    }
+
+    /// Something went wrong on the gateway's side (`-32603`).
+    pub(crate) fn internal(message: String) -> Self {
+        Self {
+            code: crate::wire::jsonrpc::code::INTERNAL_ERROR,
+            message,
+            data: None,
+        }
+    }
+
+    /// The client did not declare the capability `method` needs (`-32021`, with
+    /// `data.requiredCapabilities` as the Python SDK's servers say it), or it is a MCP
+    /// 2026-07-28 client and `method` is no input request.
+    pub(crate) fn missing_capability(method: &str) -> Self {
+        use crate::wire::era;
+        let capability = capability_for(method);
+        let message = match capability {
+            Some(c) => format!(
+                "the client did not declare the {c} capability in this request's \
+                 _meta[\"{}\"], so it cannot be asked {method}",
+                era::CLIENT_CAPABILITIES
+            ),
+            None => format!(
+                "a MCP 2026-07-28 client cannot be sent {method}: only sampling, elicitation \
+                 and roots requests are put to it (as input requests)"
+            ),
+        };
+        Self {
+            code: era::code::MISSING_CLIENT_CAPABILITY,
+            message: steadfast::sanitize(&message).into_owned(),
+            data: capability.map(|c| serde_json::json!({"requiredCapabilities": {c: {}}})),
+        }
+    }
+
+    /// The error response to the server's request `id` (raw JSON).
+    pub(crate) fn response(&self, id: &str) -> Vec<u8> {
+        let mut e = serde_json::json!({"code": self.code, "message": self.message});
+        if let Some(d) = &self.data {
+            e["data"] = d.clone();
+        }
+        crate::wire::jsonrpc::raw_error_response(id, &e.to_string())
+    }
 }
 
 impl std::fmt::Debug for dyn Downstream {

@@ -8,9 +8,11 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::pending::progress_id;
-use super::{Downstream, Link, LinkState, Reply, Upstream, task_owners};
+use super::{
+    Declined, Downstream, Link, LinkState, Reply, TRANSIENT_SERIAL, Upstream, task_owners,
+};
 use crate::wire::framing::Frame;
-use crate::wire::jsonrpc::{self, Envelope, MessageKind, code};
+use crate::wire::jsonrpc::{self, Envelope, MessageKind};
 use crate::wire::outbound::Outbound;
 
 /// Where a request from the server goes: a client, and the stream of its request the server
@@ -234,17 +236,13 @@ impl Upstream {
             return;
         }
         let task = env.params.and_then(|p| task_owners::related_task(p.get()));
-        match self.route_server_request(related, task.as_deref()) {
-            Ok((client, stream)) => {
-                if let Err(why) =
-                    client.forward_server_request(self, link, id, method, env.params, stream)
-                {
-                    let _ = link.send(jsonrpc::error_response(id, code::OVERLOADED, &why), None);
-                }
-            }
-            Err(why) => {
-                let _ = link.send(jsonrpc::error_response(id, code::INTERNAL_ERROR, why), None);
-            }
+        let routed = self
+            .route_server_request(method, related, task.as_deref())
+            .and_then(|(client, stream)| {
+                client.forward_server_request(self, link, id, method, env.params, stream)
+            });
+        if let Err(declined) = routed {
+            let _ = link.send(declined.response(id), None);
         }
     }
 
@@ -257,17 +255,34 @@ impl Upstream {
     /// opened its session's event stream still gets it.
     fn route_server_request(
         &self,
+        method: &str,
         related: Option<u64>,
         task: Option<&str>,
-    ) -> Result<Recipient, &'static str> {
+    ) -> Result<Recipient, Declined> {
         let live = self.clients();
-        let find = |serial: u64| live.iter().find(|c| c.serial() == serial).cloned();
+        // A session of one modern HTTP request is not among the upstream's clients (it gets
+        // no notifications): it is found among the transient ones while its request runs.
+        let find = |serial: u64| {
+            live.iter()
+                .find(|c| c.serial() == serial)
+                .cloned()
+                .or_else(|| transient(serial))
+        };
+        // A transient client that did not register: it declared no capability for input
+        // requests (`session/input_required`).
+        let gone = |serial: u64, why: &str| {
+            if serial & TRANSIENT_SERIAL != 0 {
+                Declined::missing_capability(method)
+            } else {
+                Declined::internal(why.to_owned())
+            }
+        };
         // A related client that is gone: no other session may answer in its name. A task
         // outlives the request that created it: its requests go to the session's own stream.
         if let Some(owner) = task.and_then(|t| self.task_owners.get(t)) {
             return find(owner)
                 .map(|c| (c, None))
-                .ok_or("the client session that created this task has ended");
+                .ok_or_else(|| gone(owner, "the client session that created this task has ended"));
         }
         let (related, mut in_flight) = {
             let pending = self.pending();
@@ -282,22 +297,27 @@ impl Upstream {
             (related, in_flight)
         };
         if let Some((origin, stream)) = related {
-            return find(origin)
-                .map(|c| (c, stream))
-                .ok_or("the client session this request belongs to has ended");
+            return find(origin).map(|c| (c, stream)).ok_or_else(|| {
+                gone(
+                    origin,
+                    "the client session this request belongs to has ended",
+                )
+            });
         }
         in_flight.sort_unstable_by_key(|&(id, _)| std::cmp::Reverse(id));
-        let newest = in_flight
-            .into_iter()
-            .find_map(|(id, serial)| Some((id, find(serial)?)));
-        if let Some((id, client)) = newest {
-            let stream = self.pending().get(&id).and_then(|p| p.stream.clone());
-            return Ok((client, stream));
+        for (id, serial) in in_flight {
+            if let Some(client) = find(serial) {
+                let stream = self.pending().get(&id).and_then(|p| p.stream.clone());
+                return Ok((client, stream));
+            }
+            if serial & TRANSIENT_SERIAL != 0 {
+                return Err(gone(serial, ""));
+            }
         }
         find(self.last_active.load(Ordering::Relaxed))
             .or_else(|| live.first().cloned())
             .map(|c| (c, None))
-            .ok_or("no client is connected")
+            .ok_or_else(|| Declined::internal("no client is connected".to_owned()))
     }
 
     /// Relays a client's reply to a request the server sent, if its connection still lives.
@@ -307,6 +327,40 @@ impl Upstream {
                 let _ = link.send(line, None);
             }
         }
+    }
+}
+
+/// Clients that are not among any upstream's (a session of one modern HTTP request), by
+/// serial, while one of their requests runs: a server request related to it finds its client.
+type TransientTable =
+    std::collections::HashMap<u64, std::sync::Weak<dyn Downstream>, foldhash::fast::FixedState>;
+
+static TRANSIENT: std::sync::LazyLock<std::sync::Mutex<TransientTable>> =
+    std::sync::LazyLock::new(std::sync::Mutex::default);
+
+fn transient_table() -> std::sync::MutexGuard<'static, TransientTable> {
+    TRANSIENT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn transient(serial: u64) -> Option<Arc<dyn Downstream>> {
+    transient_table().get(&serial)?.upgrade()
+}
+
+/// Keeps a client findable by the serial its requests carry upstream, until dropped.
+#[derive(Debug)]
+pub(crate) struct Transient(u64);
+
+/// Makes `client` findable for the server requests related to its requests (see
+/// [`Transient`]); the table holds one weak reference per registered client.
+pub(crate) fn register_transient(client: &Arc<dyn Downstream>) -> Transient {
+    let serial = client.serial();
+    transient_table().insert(serial, Arc::downgrade(client));
+    Transient(serial)
+}
+
+impl Drop for Transient {
+    fn drop(&mut self) {
+        transient_table().remove(&self.0);
     }
 }
 

@@ -173,7 +173,7 @@ impl Front {
             return refusal(Some(&id), &r);
         }
         let limits = self.config.limits;
-        let client = Client::new(limits.max_queued_notifications);
+        let client = Client::transient(limits.max_queued_notifications);
         let session = Session::stateless(
             modern_id(random_u128()),
             client,

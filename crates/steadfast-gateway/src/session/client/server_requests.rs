@@ -28,7 +28,14 @@ pub(crate) struct ServerRequest {
     /// The stream of the client's request it went out on (an HTTP POST answered with
     /// server-sent events): a cancel of it follows it there.
     pub(crate) stream: Option<Arc<Outbound>>,
+    /// A request of the gateway's own (an input request of a modern upstream, put to a
+    /// handshake-era client): the answer goes here — the result, or the error object (raw
+    /// JSON) — and not to an upstream. Dropped unanswered: the client did not answer.
+    pub(crate) local: Option<LocalAnswer>,
 }
+
+/// Where the answer to a request of the gateway's own goes.
+pub(crate) type LocalAnswer = tokio::sync::oneshot::Sender<Result<String, String>>;
 
 impl ServerRequest {
     /// Whether it came from `upstream`.
