@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::session::{Session, input_required};
 use crate::wire::call_params::CallParams;
@@ -59,9 +60,9 @@ impl Session {
     ) {
         // For the spans' `mcp.protocol.version`: a modern client carries it in each request.
         if let Some(v) = era::version_of(&params) {
-            let _ = self
-                .protocol
-                .set(v.chars().take(32).collect::<String>().into());
+            // At most 32 characters (a client's text, kept for every span of the session).
+            let end = v.char_indices().nth(32).map_or(v.len(), |(i, _)| i);
+            let _ = self.protocol.set(v[..end].into());
         }
         // The token's access policy (`identity.rs`), as for sessions: answered here when it
         // forbids.
@@ -82,14 +83,7 @@ impl Session {
         // progress token, task or tasks extension: `CallParams::parse`): they go upstream
         // without a decode and re-encode (the envelope cut from the text for a handshake-era
         // upstream, `upstream/era.rs`).
-        let as_written = match (method.as_str(), raw) {
-            ("tools/call", Some(r)) => match CallParams::parse(r, self.router.topology().renames())
-            {
-                Ok(Some(p @ CallParams::Raw { .. })) => Some(p),
-                _ => None,
-            },
-            _ => None,
-        };
+        let as_written = self.call_as_written(&method, raw);
         let Some((ct, reg)) = self.register(id) else {
             return;
         };
@@ -100,11 +94,7 @@ impl Session {
             let state = state.to_owned();
             tokio::spawn(Box::pin(async move {
                 let _reg = reg;
-                let line = match me.modern_ready(&id, &params).await {
-                    Err(line) => Some(line),
-                    Ok(()) => input_required::resume(&me, &id, &method, &params, &state, &ct).await,
-                };
-                if let Some(line) = line {
+                if let Some(line) = me.resume(&id, &method, &params, &state, &ct).await {
                     me.client.respond(&id, line);
                 }
             }));
@@ -120,40 +110,10 @@ impl Session {
                 ct,
                 transient: _transient,
             } = prepared;
-            let work = async {
-                if let Err(line) = me.modern_ready(&id, &params).await {
-                    return Some(line);
-                }
-                match method.as_str() {
-                    era::DISCOVER => Some(jsonrpc::result_response(
-                        &id,
-                        &me.discover_result().to_string(),
-                    )),
-                    "ping" => Some(jsonrpc::result_response(&id, "{}")),
-                    // Boxed, here and below: the arms' futures are large, and inline they
-                    // made this task's future large enough that creating and spawning it
-                    // copied tens of KiB per request.
-                    "tools/call" => Box::pin(me.modern_call(&id, params, as_written, &ct)).await,
-                    super::listen::LISTEN => Box::pin(me.listen(&id, &params, &ct)).await,
-                    _ => {
-                        let raw = params.to_string();
-                        let ours = me.extension().filter(|x| x.serves(&method)).cloned();
-                        let answer = async {
-                            match &ours {
-                                Some(x) => x.serve(&me, &id, &method, Some(&raw)).await,
-                                None => me.forward(&id, &method, Some(&raw)).await,
-                            }
-                        };
-                        Some(
-                            Box::pin(super::span::serve(&me, &id, &method, Some(&raw), answer))
-                                .await,
-                        )
-                    }
-                }
-            };
+            let work = me.modern_work(&id, &method, params, as_written, &ct);
             if let Some(run) = run {
                 tokio::select! {
-                    line = work => run.done(line),
+                    line = work => run.done(line).await,
                     _ = ct.cancelled() => {}
                 }
                 return;
@@ -171,6 +131,71 @@ impl Session {
                 _ = ct.cancelled() => {}
             }
         }));
+    }
+
+    /// A tool call's params as written, when nothing must read or rewrite them (no progress
+    /// token, task or tasks extension: `CallParams::parse`): they go upstream without a decode
+    /// and re-encode (the envelope cut from the text for a handshake-era upstream,
+    /// `upstream/era.rs`).
+    fn call_as_written(&self, method: &str, raw: Option<&str>) -> Option<CallParams> {
+        let ("tools/call", Some(r)) = (method, raw) else {
+            return None;
+        };
+        match CallParams::parse(r, self.router.topology().renames()) {
+            Ok(Some(p @ CallParams::Raw { .. })) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// A retry of a call the gateway parked (`requestState`), checked as any modern request.
+    async fn resume(
+        self: &Arc<Self>,
+        id: &str,
+        method: &str,
+        params: &Value,
+        state: &str,
+        ct: &CancellationToken,
+    ) -> Option<Vec<u8>> {
+        if let Err(line) = self.modern_ready(id, params).await {
+            return Some(line);
+        }
+        input_required::resume(self, id, method, params, state, ct).await
+    }
+
+    /// What a modern request is answered with (`None`: not answered, it was cancelled).
+    async fn modern_work(
+        self: &Arc<Self>,
+        id: &str,
+        method: &str,
+        params: Value,
+        as_written: Option<CallParams>,
+        ct: &CancellationToken,
+    ) -> Option<Vec<u8>> {
+        if let Err(line) = self.modern_ready(id, &params).await {
+            return Some(line);
+        }
+        match method {
+            era::DISCOVER => Some(jsonrpc::result_response(
+                id,
+                &self.discover_result().to_string(),
+            )),
+            "ping" => Some(jsonrpc::result_response(id, "{}")),
+            // Boxed, here and below: the arms' futures are large, and inline they made the
+            // request's task large enough that creating and spawning it copied tens of KiB.
+            "tools/call" => Box::pin(self.modern_call(id, params, as_written, ct)).await,
+            super::listen::LISTEN => Box::pin(self.listen(id, &params, ct)).await,
+            _ => {
+                let raw = params.to_string();
+                let ours = self.extension().filter(|x| x.serves(method)).cloned();
+                let answer = async {
+                    match &ours {
+                        Some(x) => x.serve(self, id, method, Some(&raw)).await,
+                        None => self.forward(id, method, Some(&raw)).await,
+                    }
+                };
+                Some(Box::pin(super::span::serve(self, id, method, Some(&raw), answer)).await)
+            }
+        }
     }
 
     /// A modern `tools/call`: the extension's when it claims it (a durable tool and a client

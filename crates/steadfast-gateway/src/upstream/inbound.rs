@@ -305,14 +305,22 @@ impl Upstream {
             });
         }
         in_flight.sort_unstable_by_key(|&(id, _)| std::cmp::Reverse(id));
+        // The newest call in flight whose client can be asked. A modern HTTP call without
+        // input capabilities (a transient client, registered nowhere) is passed over: the
+        // request may be another client's, which must not be refused for it. Only when such
+        // calls are all that is in flight is it theirs: refused as they would refuse it.
+        let mut transient = None;
         for (id, serial) in in_flight {
             if let Some(client) = find(serial) {
                 let stream = self.pending().get(&id).and_then(|p| p.stream.clone());
                 return Ok((client, stream));
             }
             if serial & TRANSIENT_SERIAL != 0 {
-                return Err(gone(serial, ""));
+                transient.get_or_insert(serial);
             }
+        }
+        if let Some(serial) = transient {
+            return Err(gone(serial, ""));
         }
         find(self.last_active.load(Ordering::Relaxed))
             .or_else(|| live.first().cloned())

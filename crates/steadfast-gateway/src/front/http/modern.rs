@@ -15,7 +15,6 @@ use super::routes::{ANSWER_BOUND, CancelUnlessAnswered};
 use super::sse::post_stream;
 use super::*;
 use crate::wire::era;
-use crate::wire::secret_id::random_u128;
 
 /// The routing headers of a POST, read before its body is.
 #[derive(Debug, Default)]
@@ -31,20 +30,26 @@ pub(super) struct ModernHeaders {
 }
 
 impl ModernHeaders {
-    pub(super) fn of(headers: &hyper::HeaderMap) -> Self {
+    /// The routing headers of a POST whose `Accept` the caller read already (`sse`).
+    pub(super) fn of(headers: &hyper::HeaderMap, sse: bool) -> Self {
+        // Names made once: a `&str` name is checked and lowercased at each lookup.
+        use hyper::header::HeaderName;
+        static VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+        static METHOD: HeaderName = HeaderName::from_static("mcp-method");
+        static NAME: HeaderName = HeaderName::from_static("mcp-name");
         let mut h = Self {
-            sse: super::sse::accepts_sse(headers.get(hyper::header::ACCEPT)),
+            sse,
             ..Self::default()
         };
         for (slot, name) in [
-            (&mut h.version, "mcp-protocol-version"),
-            (&mut h.method, "mcp-method"),
-            (&mut h.name, "mcp-name"),
+            (&mut h.version, &VERSION),
+            (&mut h.method, &METHOD),
+            (&mut h.name, &NAME),
         ] {
             let mut all = headers.get_all(name).iter();
             *slot = all.next().filter(|v| v.to_str().is_ok()).cloned();
             if all.next().is_some() {
-                h.duplicated = Some(name);
+                h.duplicated = Some(name.as_str());
             }
         }
         h
@@ -175,7 +180,7 @@ impl Front {
         let limits = self.config.limits;
         let client = Client::transient(limits.max_queued_notifications);
         let session = Session::stateless(
-            modern_id(random_u128()),
+            modern_id(crate::wire::secret_id::unique_u128()),
             client,
             self.router.clone(),
             limits,

@@ -188,7 +188,7 @@ impl Front {
         let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
         let identity = req.extensions_mut().remove(); // [auth]
         let trace = trace_header(req.headers());
-        let modern_headers = ModernHeaders::of(req.headers());
+        let modern_headers = ModernHeaders::of(req.headers(), sse);
         let body = match self.read_body(req.into_body(), trace).await {
             Ok(b) => b,
             Err(too_large) => return too_large,

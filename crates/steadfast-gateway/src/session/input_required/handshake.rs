@@ -14,7 +14,7 @@ use futures::future::Either;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::capability_for;
+use super::{Caps, capability_for};
 use crate::session::{Session, tool_call};
 use crate::wire::call_params::CallParams;
 use crate::wire::era;
@@ -155,72 +155,91 @@ async fn fulfil(
             None,
         );
     }
+    // Every request checked before any is put to the client: none is asked for a call that
+    // fails on the next one.
     let caps = session.handshake_capabilities();
+    for request in requests.values() {
+        let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+        if let Err((code, message, data)) = askable(method, caps) {
+            return fail(code, message, data);
+        }
+    }
     let bound = session.upstream().settings().request_timeout;
     let stream = session.client.request_stream(id);
     let mut waits = Vec::with_capacity(requests.len());
     for (key, request) in requests {
         let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-        match capability_for(method) {
-            Some(c) if caps.has(c) => {}
-            Some(c) => {
-                return fail(
-                    era::code::MISSING_CLIENT_CAPABILITY,
-                    format!(
-                        "the upstream needs to ask the client {method}, and the client did not \
-                         declare the {c} capability in initialize"
-                    ),
-                    Some(json!({"requiredCapabilities": {c: {}}})),
-                );
-            }
-            None => {
-                return fail(
-                    code::INTERNAL_ERROR,
-                    format!(
-                        "the upstream asked for input the gateway cannot put to a client: {method:?}"
-                    ),
-                    None,
-                );
-            }
-        }
         let params = request.get("params").map(Value::to_string);
         match session
             .client
             .ask(method, params.as_deref(), stream.clone(), bound)
         {
-            Ok(rx) => waits.push(async move { (key.clone(), rx.await) }),
+            Ok(rx) => waits.push(async move {
+                match rx.await {
+                    Ok(Ok(result)) => Ok((key.clone(), result)),
+                    Ok(Err(error)) => Err(Refused::Client(error)),
+                    Err(_) => Err(Refused::Timeout),
+                }
+            }),
             Err(declined) => return fail(declined.code, declined.message, declined.data),
         }
     }
+    // The first refusal ends the wait for the others (their answers are not needed).
     let answers = tokio::select! {
-        a = futures::future::join_all(waits) => a,
+        a = futures::future::try_join_all(waits) => a,
         _ = ct.cancelled() => return Err(None),
     };
-    let mut responses = Map::new();
-    for (key, answer) in answers {
-        match answer {
-            Ok(Ok(result)) => {
+    match answers {
+        Ok(answers) => Ok(answers
+            .into_iter()
+            .map(|(key, result)| {
                 let v = serde_json::from_str(&result).unwrap_or_else(|_| json!({}));
-                responses.insert(key, v);
-            }
-            // The client refused: its error answers the call.
-            Ok(Err(error)) => {
-                let error = crate::session::sanitize_error_object(&error);
-                return Err(Some(jsonrpc::raw_error_response(id, &error)));
-            }
-            Err(_) => {
-                return fail(
-                    code::UPSTREAM_TIMEOUT,
-                    format!(
-                        "the client did not answer the upstream's input request within {bound:?} \
-                         (the proxy's request_timeout)"
-                    ),
-                    None,
-                );
-            }
+                (key, v)
+            })
+            .collect()),
+        // The client refused: its error answers the call.
+        Err(Refused::Client(error)) => {
+            let error = crate::session::sanitize_error_object(&error);
+            Err(Some(jsonrpc::raw_error_response(id, &error)))
         }
+        Err(Refused::Timeout) => fail(
+            code::UPSTREAM_TIMEOUT,
+            format!(
+                "the client did not answer the upstream's input request within {bound:?} \
+                 (the proxy's request_timeout)"
+            ),
+            None,
+        ),
     }
-    Ok(responses)
+}
+
+/// Why an input request put to the client got no result.
+enum Refused {
+    /// The client answered with this error object.
+    Client(String),
+    /// No answer within the bound.
+    Timeout,
+}
+
+/// Whether a handshake-era client with `caps` can be asked `method`; the error answering the
+/// call otherwise.
+fn askable(method: &str, caps: Caps) -> Result<(), (i64, String, Option<Value>)> {
+    match capability_for(method) {
+        Some(c) if caps.has(c) => Ok(()),
+        Some(c) => Err((
+            era::code::MISSING_CLIENT_CAPABILITY,
+            format!(
+                "the upstream needs to ask the client {method}, and the client did not \
+                 declare the {c} capability in initialize"
+            ),
+            Some(json!({"requiredCapabilities": {c: {}}})),
+        )),
+        None => Err((
+            code::INTERNAL_ERROR,
+            format!("the upstream asked for input the gateway cannot put to a client: {method:?}"),
+            None,
+        )),
+    }
 }
 
 #[cfg(test)]

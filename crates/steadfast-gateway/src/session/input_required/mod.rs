@@ -241,10 +241,11 @@ pub(crate) struct RunGuard {
 }
 
 impl RunGuard {
-    /// Hands the call's answer to whoever answers the client now.
-    pub(crate) fn done(&self, line: Option<Vec<u8>>) {
-        // The receiver is gone when the call was cancelled or its park dropped: nobody waits.
-        let _ = self.link.tx.try_send(Event::Done(line));
+    /// Hands the call's answer to whoever answers the client now. Waits for room when the
+    /// server's requests fill the queue (a parked call's retry drains it); the receiver is gone
+    /// when the call was cancelled or its park dropped or expired, which ends the wait.
+    pub(crate) async fn done(&self, line: Option<Vec<u8>>) {
+        let _ = self.link.tx.send(Event::Done(line)).await;
     }
 }
 
@@ -440,7 +441,7 @@ impl Drop for Parked {
     /// A parked call dropped (expired, cancelled by the client, the table full) is cancelled
     /// upstream, and the server's requests still open are answered with an error.
     fn drop(&mut self) {
-        self.cancel.cancel();
+        // The server hears the answers to its requests before the call's cancellation.
         for (_, ask) in self.asks.drain(..) {
             ask.reply(jsonrpc::error_response(
                 &ask.id,
@@ -448,6 +449,7 @@ impl Drop for Parked {
                 "the client did not answer (its request was not resumed)",
             ));
         }
+        self.cancel.cancel();
     }
 }
 
