@@ -73,7 +73,11 @@ impl Files {
             "updated": updated,
             "serial": n.to_string(),
         });
-        std::fs::write(&self.lists.0, lists.to_string()).unwrap();
+        // Written whole, then renamed over the old file: the fake polls the file, and a write
+        // in place could be seen truncated first (two announcements for one change).
+        let tmp = self.lists.0.with_extension("tmp");
+        std::fs::write(&tmp, lists.to_string()).unwrap();
+        std::fs::rename(&tmp, &self.lists.0).unwrap();
     }
 
     fn fake_args(&self, extra: &[&str]) -> Vec<String> {

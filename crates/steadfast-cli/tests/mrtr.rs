@@ -377,6 +377,51 @@ async fn http_the_parked_call_survives_between_two_posts() {
     assert_eq!(text_json(&r)["error"]["code"], -32021, "{r}");
 }
 
+/// Over a stdio upstream nothing relates the server's request to a call: it goes to the
+/// newest call in flight whose client can be asked. A newer call of a modern client that
+/// declared no input capability (which cannot be asked) must not make the request refused
+/// for the older call whose client can answer it.
+#[cfg(feature = "http")]
+#[tokio::test]
+async fn http_a_capability_less_newer_call_does_not_take_another_clients_request() {
+    let (front, _config, counts) = http_front(CONFIG).await;
+    let url = front.url.clone();
+    // A's call asks only once the upstream has seen two calls (its own and B's).
+    let mut call = elicit("your name?");
+    call["arguments"]["after_calls"] = json!(2);
+    let a = {
+        let (url, call) = (url.clone(), call.clone());
+        tokio::spawn(async move {
+            modern_post(&url, 1, "tools/call", modern(elicitation_caps(), call)).await
+        })
+    };
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    while read_counts(&counts.0)["tools"]["ask"] != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A's call never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B: a modern call without capabilities that stays in flight, newer than A's.
+    let b = {
+        let url = url.clone();
+        let hang = json!({"name": "hang", "arguments": {}});
+        tokio::spawn(
+            async move { modern_post(&url, 2, "tools/call", modern(json!({}), hang)).await },
+        )
+    };
+    let (status, first) = tokio::time::timeout(ANSWER, a).await.unwrap().unwrap();
+    b.abort();
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(
+        first["result"]["resultType"], "input_required",
+        "A's client is asked, not refused for B's: {first}"
+    );
+    let (_, request, _) = input_required(&first);
+    assert_eq!(request["params"]["message"], "your name?", "{first}");
+}
+
 #[cfg(feature = "http")]
 #[tokio::test]
 async fn http_a_parked_call_never_resumed_is_cancelled_upstream_at_its_bound() {

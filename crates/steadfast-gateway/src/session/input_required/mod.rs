@@ -215,12 +215,18 @@ impl Runs {
             Some(c) if link.caps.has(c) => {}
             _ => return Err(missing_capability(&ask.method)),
         }
-        link.tx.try_send(Event::Input(ask)).map_err(|_| Declined {
-            code: code::OVERLOADED,
-            message: format!(
-                "too many requests from the server await this client's request (at most {MAX_ASKS})"
+        link.tx.try_send(Event::Input(ask)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => Declined {
+                code: code::OVERLOADED,
+                message: format!(
+                    "too many requests from the server await this client's request (at most {MAX_ASKS})"
+                ),
+                data: None,
+            },
+            // The call's park was just dropped (expired, or the client cancelled it).
+            mpsc::error::TrySendError::Closed(_) => Declined::internal(
+                "the client's request this belongs to was cancelled or expired".to_owned(),
             ),
-            data: None,
         })
     }
 }
