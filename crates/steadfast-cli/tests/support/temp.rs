@@ -8,10 +8,16 @@ pub struct Temp(pub PathBuf);
 
 impl Temp {
     pub fn new(tag: &str) -> Self {
+        // A serial as well as the clock: tests of one binary run on parallel threads, and two
+        // of them asking for the same tag at the same clock reading would share a file (two
+        // fakes counting into one file, two gateways on one task store).
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        Self(std::env::temp_dir().join(format!("steadfast-{tag}-{}-{nanos}", std::process::id())))
+        let name = format!("steadfast-{tag}-{}-{n}-{nanos}", std::process::id());
+        Self(std::env::temp_dir().join(name))
     }
 
     pub fn path(&self) -> &str {
