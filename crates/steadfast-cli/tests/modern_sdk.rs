@@ -467,3 +467,49 @@ async fn sdk2_client_listens_through_the_gateway_to_a_modern_only_server() {
     let http = client(&python2(), "listen_client.py", &[MODERN.to_owned(), url]).await;
     assert_listened(&http, "http, 2026-07-28");
 }
+
+/// A modern HTTP upstream whose tool mirrors an argument into a header (`x-mcp-header`):
+/// the Python SDK's server refuses a `tools/call` without `Mcp-Param-Region` (-32020), so the
+/// gateway, as its client, must learn the annotation from `tools/list` and write the header.
+/// Through both fronts, the SDK client in auto mode (modern) and pinned to the handshake era.
+#[tokio::test]
+#[ignore = "needs the Python SDK 2.x: set STEADFAST_TEST_MCP2_PYTHON (scripts/modern-sdk.sh --install)"]
+async fn a_modern_http_upstreams_header_mirrored_argument_gets_its_mcp_param_header() {
+    let mut server = tokio::process::Command::new(python2())
+        .arg(support("param_header_server.py"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(BOUND, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let upstream_url = first.strip_prefix("listening on ").unwrap().to_owned();
+    let c = Temp::new("param-header-config");
+    std::fs::write(
+        &c.0,
+        format!("[proxy]\ninit_timeout = \"20s\"\n[upstream]\nurl = \"{upstream_url}\"\n"),
+    )
+    .unwrap();
+    let stdio = vec![
+        "--".to_owned(),
+        env!("CARGO_BIN_EXE_steadfast").to_owned(),
+        "proxy".to_owned(),
+        "--config".to_owned(),
+        c.path().to_owned(),
+    ];
+    let (_gw, url) = http_gateway(&c, &[]).await;
+    for mode in ["auto", "legacy"] {
+        for target in [stdio.clone(), vec![url.clone()]] {
+            let mut args = vec![mode.to_owned()];
+            args.extend(target);
+            let out = client(&python2(), "param_header_client.py", &args).await;
+            assert_eq!(out["is_error"], false, "{mode}: {out}");
+            assert_eq!(out["text"][0], "eu-west: hi", "{mode}: {out}");
+        }
+    }
+}

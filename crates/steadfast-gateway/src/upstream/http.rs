@@ -9,6 +9,7 @@
 //! an outage, ridden out like a crashed child: the supervisor reconnects with backoff and
 //! calls wait `reconnect_wait` for it.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
@@ -322,8 +323,8 @@ impl Session {
     /// content types.
     fn post_request(&self, line: Vec<u8>) -> reqwest::RequestBuilder {
         let mut req = self.request(reqwest::Method::POST);
-        for (name, value) in modern_headers(&line) {
-            req = req.header(name, value);
+        for (name, value) in modern_headers(&line, self.up.upgrade().as_deref()) {
+            req = req.header(name.as_ref(), value);
         }
         // The trace context of the message's `_meta` in the headers too (W3C Trace Context
         // over HTTP), for servers and HTTP middle boxes that read only those.
@@ -477,8 +478,9 @@ impl Session {
 
 /// The routing headers MCP 2026-07-28 asks of a modern request (`MCP-Protocol-Version`,
 /// `Mcp-Method`, `Mcp-Name` for the methods that name something), from the request itself;
-/// none for a handshake-era message (no envelope in it: one search, no parse).
-fn modern_headers(line: &[u8]) -> Vec<(&'static str, String)> {
+/// with a `tools/call`'s `Mcp-Param-*` headers (`param_headers.rs`, as `up` learned them); none
+/// for a handshake-era message (no envelope in it: one search, no parse).
+fn modern_headers(line: &[u8], up: Option<&super::Upstream>) -> Vec<(Cow<'static, str>, String)> {
     use crate::wire::era;
     if memchr::memmem::find(line, era::PROTOCOL_VERSION.as_bytes()).is_none() {
         return Vec::new();
@@ -494,11 +496,20 @@ fn modern_headers(line: &[u8]) -> Vec<(&'static str, String)> {
         return Vec::new();
     };
     let mut h = vec![
-        (PROTOCOL, version.to_owned()),
-        ("mcp-method", method.to_owned()),
+        (Cow::Borrowed(PROTOCOL), version.to_owned()),
+        (Cow::Borrowed("mcp-method"), method.to_owned()),
     ];
-    if let Some(name) = era::name_key(method).and_then(|k| params.get(k)?.as_str()) {
-        h.push(("mcp-name", era::encode_header_value(name)));
+    let name = era::name_key(method).and_then(|k| params.get(k)?.as_str());
+    if let Some(name) = name {
+        h.push((Cow::Borrowed("mcp-name"), era::encode_header_value(name)));
+    }
+    if let (Some(up), Some(tool), "tools/call") = (up, name, method) {
+        let arguments = params.get("arguments").unwrap_or(&Value::Null);
+        h.extend(
+            up.param_headers(tool, arguments)
+                .into_iter()
+                .map(|(n, v)| (Cow::Owned(n), v)),
+        );
     }
     h
 }

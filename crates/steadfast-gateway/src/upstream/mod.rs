@@ -13,6 +13,8 @@ mod era;
 mod inbound;
 mod link;
 mod listen;
+#[cfg(feature = "http")]
+mod param_headers;
 mod pending;
 mod supervisor;
 mod task_owners;
@@ -94,6 +96,10 @@ pub(crate) struct Upstream {
     /// What the server said of each tool it listed, read on every call (one lookup for both
     /// facts): a fast hasher, seeded per process (names are the server's).
     tools: RwLock<HashMap<String, ToolFacts, foldhash::fast::RandomState>>,
+    /// The arguments each tool mirrors into `Mcp-Param-*` headers (modern HTTP upstreams:
+    /// `param_headers.rs`); empty for most servers, so asked only when not.
+    #[cfg(feature = "http")]
+    param_headers: RwLock<HashMap<String, param_headers::ParamHeaders>>,
     clients: RwLock<Vec<std::sync::Weak<dyn Downstream>>>,
     /// The client that most recently sent a request here.
     /// Its serial; 0 for none.
@@ -151,6 +157,8 @@ impl Upstream {
             init_result: RwLock::new(None),
             modern: std::sync::atomic::AtomicBool::new(false),
             tools: RwLock::default(),
+            #[cfg(feature = "http")]
+            param_headers: RwLock::default(),
             clients: RwLock::default(),
             last_active: AtomicU64::new(0),
             task_owners: task_owners::TaskOwners::default(),
@@ -331,6 +339,35 @@ impl Upstream {
         (f.read_only, f.idempotent)
     }
 
+    /// Keeps which of `tool`'s arguments are mirrored into `Mcp-Param-*` headers.
+    #[cfg(feature = "http")]
+    fn learn_param_headers(&self, tool: &str, input_schema: Option<&Value>) {
+        let mirrored = input_schema.and_then(param_headers::of_schema);
+        let mut all = self
+            .param_headers
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        match mirrored {
+            Some(m) => {
+                all.insert(tool.to_owned(), m);
+            }
+            None => {
+                all.remove(tool);
+            }
+        }
+    }
+
+    /// The `Mcp-Param-*` headers of a `tools/call` of `tool` with `arguments` (none for most
+    /// tools: one read of an empty map).
+    #[cfg(feature = "http")]
+    pub(crate) fn param_headers(&self, tool: &str, arguments: &Value) -> Vec<(String, String)> {
+        let all = self.param_headers.read().unwrap_or_else(|e| e.into_inner());
+        match all.get(tool) {
+            Some(m) => param_headers::headers(m, arguments),
+            None => Vec::new(),
+        }
+    }
+
     /// What the server said of `tool` (nothing, for a name it never listed).
     pub(crate) fn facts(&self, tool: &str) -> ToolFacts {
         self.tools
@@ -361,6 +398,8 @@ impl Upstream {
                     .and_then(Value::as_bool)
                     .unwrap_or(false)
             };
+            #[cfg(feature = "http")]
+            self.learn_param_headers(name, t.get("inputSchema"));
             known.insert(
                 name.to_owned(),
                 ToolFacts {
