@@ -184,6 +184,56 @@ async fn stdio_an_elicitation_becomes_input_required_and_the_retry_completes_the
     assert_eq!(c["answers"], 1, "{c}");
 }
 
+/// A state is bound to the request it was issued for: used with another tool it is refused
+/// (naming what it was issued for) and stays usable by the request it belongs to.
+#[tokio::test]
+async fn stdio_a_request_state_used_for_another_tool_is_refused_and_kept() {
+    let (config, counts) = setup(CONFIG);
+    let mut p = stdio_gateway(&config, &counts);
+    let call = elicit("your name?");
+    let first = ask(
+        &mut p,
+        1,
+        "tools/call",
+        modern(elicitation_caps(), call.clone()),
+    )
+    .await;
+    let (key, _, state) = input_required(&first);
+    let answer = json!({key: {"action": "accept", "content": {"name": "Lin"}}});
+    let other = json!({"name": "echo", "arguments": {"text": "x"}});
+    let wrong = ask(
+        &mut p,
+        2,
+        "tools/call",
+        retry(elicitation_caps(), &other, answer.clone(), &state),
+    )
+    .await;
+    assert_invalid_state(&wrong);
+    let message = wrong["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("'ask'"),
+        "says what it was issued for: {wrong}"
+    );
+    let right = ask(
+        &mut p,
+        3,
+        "tools/call",
+        retry(elicitation_caps(), &call, answer, &state),
+    )
+    .await;
+    assert_eq!(right["result"]["resultType"], "complete", "{right}");
+    assert_eq!(
+        text_json(&right)["result"]["content"]["name"],
+        "Lin",
+        "{right}"
+    );
+    let c = read_counts(&counts.0);
+    assert!(
+        c["tools"].get("echo").is_none(),
+        "the wrong retry ran nothing: {c}"
+    );
+}
+
 #[tokio::test]
 async fn stdio_an_unknown_request_state_is_refused_naming_it() {
     let (config, counts) = setup(CONFIG);
