@@ -129,6 +129,29 @@ async fn http_gateway_logged(
     gateway::listening(cmd).await
 }
 
+/// An MCP server over HTTP that prints `listening on URL` first: (the child, its URL).
+async fn http_server(mut cmd: tokio::process::Command) -> (tokio::process::Child, String) {
+    let mut server = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(BOUND, lines.next_line())
+        .await
+        .expect("the server says where it listens")
+        .unwrap()
+        .unwrap_or_default();
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("not an address line: {first:?}"))
+        .to_owned();
+    // Whatever else it prints is read (and dropped), so that its stdout never fills or breaks.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (server, url)
+}
+
 fn assert_echo(out: &Value, text: &str) {
     assert_eq!(out["echo"][0].as_str(), Some(text), "{out}");
 }
@@ -375,20 +398,9 @@ async fn sdk2_client_to_rmcps_example_server_on_stdio_and_http() {
     }
     // rmcp 3.11 over streamable HTTP as the upstream: probed, found modern, spoken to
     // without a session.
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"))
-        .args(["example-server", "--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(BOUND, lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let upstream_url = first.strip_prefix("listening on ").unwrap().to_owned();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args(["example-server", "--http", "127.0.0.1:0"]);
+    let (_server, upstream_url) = http_server(cmd).await;
     let c = Temp::new("modern-sdk-url-config");
     std::fs::write(
         &c.0,
@@ -475,20 +487,9 @@ async fn sdk2_client_listens_through_the_gateway_to_a_modern_only_server() {
 #[tokio::test]
 #[ignore = "needs the Python SDK 2.x: set STEADFAST_TEST_MCP2_PYTHON (scripts/modern-sdk.sh --install)"]
 async fn a_modern_http_upstreams_header_mirrored_argument_gets_its_mcp_param_header() {
-    let mut server = tokio::process::Command::new(python2())
-        .arg(support("param_header_server.py"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(BOUND, lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let upstream_url = first.strip_prefix("listening on ").unwrap().to_owned();
+    let mut cmd = tokio::process::Command::new(python2());
+    cmd.arg(support("param_header_server.py"));
+    let (_server, upstream_url) = http_server(cmd).await;
     let c = Temp::new("param-header-config");
     std::fs::write(
         &c.0,

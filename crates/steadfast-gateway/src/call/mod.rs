@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use attempt::Answer;
 pub(crate) use resolve::Request;
 
+use crate::config::OnLimit;
 use crate::route::router::Router;
 use crate::upstream::Downstream;
 use crate::wire::jsonrpc;
@@ -50,13 +51,14 @@ pub(crate) trait Caller: Sync {
     fn limit_key(&self) -> String;
 }
 
-/// Runs `request` for `ctx` over `router`'s upstreams; the line answering it, or `None` if the
-/// client cancelled it. Takes the context by value so that a caller can return this future
-/// as it is (no state machine of its own around it).
+/// Runs `request` for `ctx` over `router`'s upstreams; the line answering it (a call limit's
+/// refusal as `on_limit` says), or `None` if the client cancelled it. Takes the context by
+/// value so that a caller can return this future as it is (no state machine around it).
 pub(crate) async fn run(
     router: &Router,
     ctx: Context<'_>,
     mut request: Request,
+    on_limit: OnLimit,
 ) -> Option<Vec<u8>> {
     let ctx = &ctx;
     let call = match resolve::resolve(router, &mut request) {
@@ -72,6 +74,5 @@ pub(crate) async fn run(
     let started = Instant::now();
     let terms = limits::terms(&call, ctx);
     let outcome = engine::run(router, ctx, &call, &terms).await;
-    let on_limit = router.config().call_limits.on_limit;
     outcome::answer(ctx, on_limit, &call, &terms, started.elapsed(), outcome)
 }

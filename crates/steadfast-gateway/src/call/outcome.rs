@@ -12,9 +12,8 @@ use super::resolve::Resolved;
 use crate::config::OnLimit;
 use crate::wire::jsonrpc;
 
-/// The line answering `ctx`'s request with `outcome` (a call limit's refusal as `on_limit`
-/// says) (`None` if the client cancelled it),
-/// after recording how long the call took.
+/// The line answering `ctx`'s request with `outcome`, a call limit's refusal as `on_limit`
+/// says (`None` if the client cancelled it), after recording how long the call took.
 pub(crate) fn answer(
     ctx: &Context<'_>,
     on_limit: OnLimit,

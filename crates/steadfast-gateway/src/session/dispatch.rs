@@ -102,29 +102,18 @@ impl Session {
             (_, params) => params,
         };
         // Boxed: the call's future is large, and spawning moved it through the runtime's
-        // layers four times; a pointer moves cheaply. Traced or not is decided here, once, so
-        // the untraced task is the call's own state machine with no wrapper choosing at poll.
-        // (A modern upstream's `input_required` answers completed with the client.)
-        use crate::session::input_required;
-        if steadfast::trace::listening() {
-            tokio::spawn(Box::pin(async move {
-                let _reg = reg;
-                if let Some(line) =
-                    input_required::handshake::call(&me, &id, params, &ct, true).await
-                {
-                    me.respond_handshake(&id, line);
-                }
-            }));
-        } else {
-            tokio::spawn(Box::pin(async move {
-                let _reg = reg;
-                if let Some(line) =
-                    input_required::handshake::call(&me, &id, params, &ct, false).await
-                {
-                    me.respond_handshake(&id, line);
-                }
-            }));
-        }
+        // layers four times; a pointer moves cheaply. Traced or not is decided here, once
+        // (`handshake::call` returns the untraced call's own future, with no wrapper choosing
+        // at poll). A modern upstream's `input_required` answers are completed with the client.
+        let traced = steadfast::trace::listening();
+        tokio::spawn(Box::pin(async move {
+            let _reg = reg;
+            let call =
+                crate::session::input_required::handshake::call(&me, &id, params, &ct, traced);
+            if let Some(line) = call.await {
+                me.respond_handshake(&id, line);
+            }
+        }));
     }
 
     /// Answers a handshake-era client's request with `line`, less what a modern upstream's

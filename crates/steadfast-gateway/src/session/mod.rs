@@ -253,9 +253,7 @@ impl Session {
             protocol_version: Some(v),
         }) = serde_json::from_str(params)
         {
-            let _ = self
-                .protocol
-                .set(v.chars().take(32).collect::<String>().into());
+            let _ = self.protocol.set(protocol_text(&v));
         }
         // What a modern upstream's input requests may be put to this client as requests.
         let _ = self
@@ -471,4 +469,10 @@ pub(crate) fn sanitize_error_object(raw: &str) -> String {
         crate::wire::sanitize::sanitize_value(data);
     }
     v.to_string()
+}
+
+/// A client's protocol version as the spans keep it: at most 32 characters (the client's text).
+pub(crate) fn protocol_text(v: &str) -> Box<str> {
+    let end = v.char_indices().nth(32).map_or(v.len(), |(i, _)| i);
+    v[..end].into()
 }

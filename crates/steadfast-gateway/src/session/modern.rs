@@ -60,9 +60,7 @@ impl Session {
     ) {
         // For the spans' `mcp.protocol.version`: a modern client carries it in each request.
         if let Some(v) = era::version_of(&params) {
-            // At most 32 characters (a client's text, kept for every span of the session).
-            let end = v.char_indices().nth(32).map_or(v.len(), |(i, _)| i);
-            let _ = self.protocol.set(v[..end].into());
+            let _ = self.protocol.set(super::protocol_text(v));
         }
         // The token's access policy (`identity.rs`), as for sessions: answered here when it
         // forbids.

@@ -89,7 +89,8 @@ fn call_request<'a>(
     cancel: &'a CancellationToken,
 ) -> impl std::future::Future<Output = Option<Vec<u8>>> + 'a {
     use futures::future::Either;
-    if session.router.config().health_tool.as_deref() == Some(request.name()) {
+    let config = session.router.config();
+    if config.health_tool.as_deref() == Some(request.name()) {
         let r = crate::session::health::result(session);
         let line = jsonrpc::result_response(id, &r.to_string());
         return Either::Left(std::future::ready(Some(line)));
@@ -105,5 +106,11 @@ fn call_request<'a>(
     };
     // Boxed: the call's future is large, and the spawned task that holds this one is moved
     // through the runtime's layers; a pointer moves cheaply.
-    Either::Right(Box::pin(crate::call::run(&session.router, ctx, request)))
+    let on_limit = config.call_limits.on_limit;
+    Either::Right(Box::pin(crate::call::run(
+        &session.router,
+        ctx,
+        request,
+        on_limit,
+    )))
 }
