@@ -2,10 +2,14 @@
 //!
 //! The proxy sits between an MCP client and an upstream MCP server. It relays every message
 //! as it is — field for field, whatever protocol revision either side speaks — and acts on
-//! only a few: `tools/call` runs through Steadfast's retry engine (breakers, budgets,
-//! replay safety from tool annotations, sanitized LLM errors), `tools/list` learns those
-//! annotations (and lists the health tool), and cancellation and progress are routed across
-//! the renumbering that lets a request survive an upstream restart.
+//! those that need its own answer: `tools/call` runs through Steadfast's retry engine
+//! (breakers, budgets, replay safety from tool annotations, sanitized LLM errors),
+//! `tools/list` learns those annotations (and lists the health tool), cancellation and
+//! progress are routed across the renumbering that lets a request survive an upstream
+//! restart, `initialize` / `server/discover` are answered for the upstreams (translating
+//! between the 2025-11-25 and 2026-07-28 revisions), the tasks methods serve durable calls
+//! (with `[tasks]`), `subscriptions/listen` fans out what upstreams announce, and with
+//! several upstreams lists are gathered and gets, reads and completions routed by name.
 //!
 //! Everything a peer can make it hold is bounded: message size, requests in flight,
 //! notifications queued toward a slow client, requests from the server awaiting the client,
