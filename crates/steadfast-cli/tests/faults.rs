@@ -128,8 +128,9 @@ async fn an_upstream_that_never_answers_initialize_gets_a_bounded_error() {
 
 #[tokio::test]
 async fn stdin_eof_during_the_handshake_ends_the_proxy() {
+    // The initialize read before stdin's end waits for its answer at most drain_timeout.
     let (mut p, _c) = proxy(
-        "[proxy]\ninit_timeout = \"60s\"\nshutdown_grace = \"300ms\"\n",
+        "[proxy]\ninit_timeout = \"60s\"\nshutdown_grace = \"300ms\"\ndrain_timeout = \"1s\"\n",
         &["--mode", "never-answers-initialize"],
     );
     p.request(json!(1), "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
