@@ -250,7 +250,10 @@ async fn a_call_to_a_down_upstream_tries_a_start_at_once_at_most_one_a_second() 
     let (mut p, _c) = proxy(Some(config), &strings(&["sh", "-c", &script]));
     p.initialize(ANSWER).await.expect("initialize is answered");
     let echo = json!({"name": "echo", "arguments": {"text": "hi"}});
-    let ok = p.call(json!(2), "tools/call", echo.clone(), ANSWER).await.unwrap();
+    let ok = p
+        .call(json!(2), "tools/call", echo.clone(), ANSWER)
+        .await
+        .unwrap();
     assert_eq!(ok.response["result"]["content"][0]["text"], "hi");
     std::fs::remove_file(&startable).unwrap();
     let killed = std::process::Command::new("pkill")
@@ -273,12 +276,22 @@ async fn a_call_to_a_down_upstream_tries_a_start_at_once_at_most_one_a_second() 
     // Still not startable: the call tries one start and is answered as soon as it fails.
     let before = count();
     let started = Instant::now();
-    let failed = p.call(json!(3), "tools/call", echo.clone(), ANSWER).await.unwrap();
+    let failed = p
+        .call(json!(3), "tools/call", echo.clone(), ANSWER)
+        .await
+        .unwrap();
     assert!(down(&failed), "{}", failed.response);
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(count(), before + 1, "the call tried one start");
     // A second call within the second: answered at once, no start.
-    let again = p.call(json!(4), "tools/call", echo.clone(), ANSWER).await.unwrap();
+    let again = p
+        .call(json!(4), "tools/call", echo.clone(), ANSWER)
+        .await
+        .unwrap();
     assert!(down(&again), "{}", again.response);
     assert_eq!(count(), before + 1, "at most one start a second");
     // The server becomes startable: the next call (a second later) gets it back, long before
@@ -292,7 +305,11 @@ async fn a_call_to_a_down_upstream_tries_a_start_at_once_at_most_one_a_second() 
         "{}",
         back.response
     );
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]

@@ -210,7 +210,8 @@ async fn an_upstream_that_becomes_startable_again_is_picked_up() {
     assert!(killed.success());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let down = call(&mut p, 6, "echo", json!({"text": "x"})).await;
-    assert!(down.elapsed < Duration::from_secs(1), "{:?}", down.elapsed);
+    // Answered as soon as the start the call asked for fails (`sh` exits at once).
+    assert!(down.elapsed < Duration::from_secs(2), "{:?}", down.elapsed);
     assert!(
         text_of(&down.response).contains("is down"),
         "{}",

@@ -120,9 +120,13 @@ async fn at_stdin_end_a_call_still_running_after_drain_timeout_is_cancelled() {
         .await
         .unwrap();
     let echo = json!({"name": "echo", "arguments": {"text": "quick"}});
-    p.send_raw(&request(2, "tools/call", json!({"name": "hang", "arguments": {}})))
-        .await
-        .unwrap();
+    p.send_raw(&request(
+        2,
+        "tools/call",
+        json!({"name": "hang", "arguments": {}}),
+    ))
+    .await
+    .unwrap();
     p.send_raw(&request(3, "tools/call", echo)).await.unwrap();
     p.close_stdin();
     let started = Instant::now();
@@ -143,7 +147,10 @@ async fn at_stdin_end_a_call_still_running_after_drain_timeout_is_cancelled() {
         if c["methods"]["notifications/cancelled"] == 1 {
             break;
         }
-        assert!(Instant::now() < deadline, "the hung call was not cancelled upstream: {c}");
+        assert!(
+            Instant::now() < deadline,
+            "the hung call was not cancelled upstream: {c}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

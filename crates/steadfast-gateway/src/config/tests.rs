@@ -247,7 +247,10 @@ fn different_breakers_for_one_dependency_are_an_error_naming_both_tables() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     let e = errors[0].to_string();
     assert!(e.starts_with("t.toml:6: tools.b.breaker: "), "{e}");
-    assert!(e.contains("tools.a and tools.b") && e.contains("`db`"), "{e}");
+    assert!(
+        e.contains("tools.a and tools.b") && e.contains("`db`"),
+        "{e}"
+    );
     // The same breaker twice (or written once) is one configuration: no conflict.
     let same = "[tools.a]\ndependency = \"db\"\nbreaker = { failure_threshold = 3 }\n\
                 [tools.b]\ndependency = \"db\"\nbreaker = { failure_threshold = 3 }\n\
@@ -258,7 +261,10 @@ fn different_breakers_for_one_dependency_are_an_error_naming_both_tables() {
     let named = "[upstreams.x]\ncommand = \"x\"\n[upstreams.x.tools.a]\ndependency = \"db\"\n\
                  breaker = false\n[tools.y_b]\ndependency = \"db\"\nbreaker = true\n";
     let e = Config::parse_toml(named, "t.toml").unwrap_err().to_string();
-    assert!(e.contains("upstreams.x.tools.a") && e.contains("tools.y_b"), "{e}");
+    assert!(
+        e.contains("upstreams.x.tools.a") && e.contains("tools.y_b"),
+        "{e}"
+    );
 }
 
 /// The field names a serde struct asks for, read by a deserializer that only listens.

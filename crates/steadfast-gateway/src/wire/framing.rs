@@ -210,13 +210,20 @@ mod tests {
 
     #[tokio::test]
     async fn a_buffer_grown_for_a_large_line_is_let_go() {
+        use tokio::io::AsyncWriteExt;
         let big = "z".repeat(3_000_000);
         let input = format!("{big}\nsmall\n{}\nlast\n", "w".repeat(5_000_000));
-        let mut r = LineReader::new(input.as_bytes(), 4_000_000);
+        // A pipe's reads: at most 64 KiB each.
+        let (mut tx, rx) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move { tx.write_all(input.as_bytes()).await });
+        let mut r = LineReader::new(rx, 4_000_000);
         assert!(matches!(r.next().await.unwrap(), Some(Frame::Line(l)) if l.len() == big.len()));
         assert!(matches!(r.next().await.unwrap(), Some(Frame::Line(l)) if &l[..] == b"small"));
         assert!(r.buf.capacity() <= 4 * CHUNK, "{}", r.buf.capacity());
-        assert!(matches!(r.next().await.unwrap(), Some(Frame::TooLarge { len: 5_000_000, .. })));
+        assert!(matches!(
+            r.next().await.unwrap(),
+            Some(Frame::TooLarge { len: 5_000_000, .. })
+        ));
         assert!(r.buf.capacity() <= 4 * CHUNK, "{}", r.buf.capacity());
         assert!(matches!(r.next().await.unwrap(), Some(Frame::Line(l)) if &l[..] == b"last"));
     }
