@@ -1,6 +1,7 @@
 //! `steadfast demo`: the proxy in front of the bundled example server, driven by a real MCP
 //! client over stdio pipes, with a summary of what the proxy absorbed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -118,6 +119,11 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
     let started = Instant::now();
     let (mut ok, mut business, mut llm_errors) = (0u32, 0u32, 0u32);
     let mut examples: Vec<(String, String)> = Vec::new();
+    // By tool, the codes the model was told for the calls that failed: the table shows these,
+    // not the engine's class of the last attempt's failure (a crash mid-call is a lost
+    // connection to the engine, and OUTCOME_UNKNOWN to the model when the tool may not be
+    // replayed).
+    let mut told: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for (name, args) in &script {
         bar.set_message(name.to_string());
         let result = tokio::time::timeout(
@@ -130,11 +136,18 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
             Ok(r) if r.is_error != Some(true) => ok += 1,
             Ok(r) => {
                 let text = steadfast_mcp::tool_result_text(&r);
-                if r.structured_content
+                let code = r
+                    .structured_content
                     .as_ref()
-                    .is_some_and(|s| s.get("code").is_some())
-                {
+                    .and_then(|s| s.get("code"))
+                    .and_then(Value::as_str);
+                if let Some(code) = code {
                     llm_errors += 1;
+                    *told
+                        .entry(name.to_string())
+                        .or_default()
+                        .entry(code.to_owned())
+                        .or_default() += 1;
                 } else {
                     business += 1;
                 }
@@ -144,6 +157,11 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
             }
             Err(e) => {
                 llm_errors += 1;
+                *told
+                    .entry(name.to_string())
+                    .or_default()
+                    .entry("JSON-RPC error".to_owned())
+                    .or_default() += 1;
                 examples.push((name.to_string(), e.to_string()));
             }
         }
@@ -205,13 +223,16 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
     for (label, n) in rows {
         say!("  {label:<52} {n:>5}");
     }
-    say!("\nper tool (calls / retries / failures by code):");
+    say!("\nper tool (calls / retries / failures by the code the model was told):");
     for (name, t) in &tools {
+        let failures = told
+            .get(name)
+            .map(|codes| serde_json::to_string(codes).unwrap_or_default())
+            .unwrap_or_else(|| "{}".to_owned());
         say!(
-            "  {name:<14} {:>4} / {:>4} / {}",
+            "  {name:<14} {:>4} / {:>4} / {failures}",
             t["calls"].as_u64().unwrap_or(0),
             t["retries"].as_u64().unwrap_or(0),
-            t["failures"]
         );
     }
     say!("\nwhat the model saw for some failures:");

@@ -235,7 +235,24 @@ fn config_errors(errors: Vec<steadfast_gateway::ConfigError>) -> anyhow::Error {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Hands mimalloc's free memory back to the system: the proxy calls it after a burst or a
+/// large message, so one spike does not leave it at its high-water mark (glibc's
+/// `malloc_trim`, which the gateway calls too, does nothing for mimalloc).
+#[cfg(feature = "mimalloc")]
+fn release_memory() {
+    // The C function of the mimalloc linked in as the global allocator (libmimalloc-sys
+    // declares it only with its `extended` feature, which needs another crate).
+    unsafe extern "C" {
+        fn mi_collect(force: bool);
+    }
+    // SAFETY: `mi_collect` takes no pointer; with `force` it frees the pages and purges the
+    // memory mimalloc holds unused, and is safe to call from any thread at any time.
+    unsafe { mi_collect(true) }
+}
+
 fn main() -> ExitCode {
+    #[cfg(feature = "mimalloc")]
+    steadfast_gateway::set_memory_release_hook(release_memory);
     let cli = Cli::parse();
     if let Command::Proxy {
         config,

@@ -1,4 +1,4 @@
-//! The binary's other commands: check-config and simulate.
+//! The binary's other commands: check-config, simulate and demo.
 
 use std::process::Command;
 
@@ -166,4 +166,65 @@ fn simulate_overload_with_a_config_uses_its_policy() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("between 0 and 1"));
     let _ = std::fs::remove_file(cfg);
+}
+
+#[test]
+fn check_config_refuses_two_breakers_for_one_dependency_naming_both() {
+    let file = temp(
+        "breakers.toml",
+        "[upstream]\ncommand = \"x\"\n\n[tools.db_read]\ndependency = \"pg\"\n\
+         breaker = { failure_threshold = 3 }\n\n[tools.db_write]\ndependency = \"pg\"\n\
+         breaker = { failure_threshold = 9 }\n",
+    );
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Before: accepted, with a warning that the first tool called decides.
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}:10: tools.db_write.breaker: ", file.display()))
+            && err.contains("tools.db_read and tools.db_write")
+            && err.contains("`pg`"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(file);
+}
+
+#[test]
+fn the_demos_table_counts_failures_by_what_the_model_was_told() {
+    let out = Command::new(BIN).arg("demo").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    // The README's summary rows.
+    for row in [
+        "calls in",
+        "succeeded",
+        "of which after retries (failures absorbed)",
+        "business failures passed to the model (sanitized)",
+        "permanent failures returned as LLM errors",
+        "retries made",
+        "breaker trips",
+        "upstream restarts",
+        "progress notifications relayed",
+    ] {
+        assert!(text.contains(row), "{row}: {text}");
+    }
+    // The crash: the tool is not marked read-only or idempotent, so the model is told
+    // OUTCOME_UNKNOWN, and so is the table. Before: SERVICE_UNAVAILABLE in the table.
+    let row = |tool: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{tool} ")))
+            .unwrap_or_else(|| panic!("no {tool} row: {text}"))
+            .to_owned()
+    };
+    let told = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("crash: "))
+        .unwrap_or_else(|| panic!("what the model saw for crash: {text}"));
+    assert!(told.contains("\"code\":\"OUTCOME_UNKNOWN\""), "{told}");
+    assert!(row("crash").ends_with("{\"OUTCOME_UNKNOWN\":1}"), "{text}");
+    assert!(row("strict").ends_with("{\"INVALID_REQUEST\":4}"), "{text}");
 }

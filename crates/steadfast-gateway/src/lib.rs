@@ -44,6 +44,7 @@ pub use front::stdio::{serve_stdio, serve_stdio_with};
 pub use route::router::Router;
 pub use route::topology::UpstreamSet;
 pub use upstream::{DEPTH_VAR, MAX_DEPTH, check_depth};
+pub use wire::memory::set_release_hook as set_memory_release_hook;
 
 /// Installs rustls's ring crypto provider as the process default unless one is installed.
 /// With the `https` feature reqwest is built without a provider of its own, and every HTTP

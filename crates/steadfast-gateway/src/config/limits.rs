@@ -10,6 +10,10 @@ pub struct SessionLimits {
     /// `subscriptions/listen` streams (MCP 2026-07-28 clients) open at once on one front;
     /// more are refused before they are acknowledged.
     pub max_listens: usize,
+    /// The largest message read from a stdio client, in bytes; a larger request is answered
+    /// with an error naming this cap (`[proxy] max_request_size`). Requests are small, so
+    /// this is well below the cap on what upstreams send (`max_message_size`).
+    pub max_request_size: usize,
 }
 
 impl Default for SessionLimits {
@@ -18,6 +22,9 @@ impl Default for SessionLimits {
             max_in_flight: 256,
             max_queued_notifications: 1024,
             max_listens: 256,
+            // A request carries a tool's arguments, not a file read back: 16 MiB is far above
+            // any real one, and it is what the stdio reader may hold for a client.
+            max_request_size: 16 * 1024 * 1024,
         }
     }
 }

@@ -186,7 +186,8 @@ pub struct ResolvedTool {
     pub policy: ToolPolicy,
     /// The tool's breaker, unless disabled.
     pub breaker: Option<BreakerConfig>,
-    /// Tools naming the same dependency share one breaker (the first one's configuration).
+    /// Tools naming the same dependency share one breaker (tables that configure it
+    /// differently are a config error).
     pub dependency: Option<String>,
     /// Calls become durable MCP tasks when the client asks for a task (`durable = true`).
     pub durable: bool,

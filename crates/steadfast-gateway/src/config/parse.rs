@@ -143,12 +143,13 @@ impl Check<'_> {
     }
 
     /// `[defaults]` and every tool table, each checked layered on valid defaults (so one bad
-    /// default is reported once); two breakers for one dependency are a warning.
+    /// default is reported once). Two tables that configure different breakers for one
+    /// dependency are an error: a dependency has one breaker, and which configuration it got
+    /// would depend on which tool was called first.
     fn tools(
         &mut self,
         raw: &RawConfig,
         tool_entries: Vec<ToolEntry>,
-        warnings: &mut Vec<String>,
     ) -> Vec<(Pattern, ToolSettings)> {
         let base = match raw.defaults.resolve() {
             Ok(_) => raw.defaults.clone(),
@@ -158,18 +159,32 @@ impl Check<'_> {
             }
         };
         let mut tools = Vec::new();
-        let mut breaker_owner: BTreeMap<String, String> = BTreeMap::new();
+        let mut breaker_owner: BTreeMap<String, (String, Option<steadfast::BreakerConfig>)> =
+            BTreeMap::new();
         for (name, table, settings) in tool_entries {
-            if let Err((sub, e)) = base.layer(&settings).resolve() {
-                self.policy(&table, sub, e);
-                continue;
-            }
+            let resolved = match base.layer(&settings).resolve() {
+                Ok(r) => r,
+                Err((sub, e)) => {
+                    self.policy(&table, sub, e);
+                    continue;
+                }
+            };
             if let (Some(dep), Some(_)) = (&settings.dependency, &settings.breaker) {
-                if let Some(first) = breaker_owner.insert(dep.clone(), table.clone()) {
-                    warnings.push(format!(
-                        "{}: {table} and {first} both configure the breaker of dependency                          `{dep}`; the first tool called decides which one it gets",
-                        self.file
-                    ));
+                match breaker_owner.get(dep) {
+                    Some((first, breaker)) if *breaker != resolved.breaker => self.push(
+                        &table,
+                        "breaker",
+                        format!("{table}.breaker"),
+                        format!(
+                            "{first} and {table} configure different breakers for dependency \
+                             `{dep}`; the tools of a dependency share one breaker, so configure \
+                             it the same in both (or in one table only)"
+                        ),
+                    ),
+                    Some(_) => {}
+                    None => {
+                        breaker_owner.insert(dep.clone(), (table.clone(), resolved.breaker));
+                    }
                 }
             }
             let pattern = if name.contains(['*', '?', '[', '{']) {
@@ -221,6 +236,7 @@ impl Check<'_> {
         }
         for (key, v) in [
             ("max_message_size", p.max_message_size),
+            ("max_request_size", p.max_request_size),
             ("max_in_flight", p.max_in_flight),
             ("max_queued_notifications", p.max_queued_notifications),
             ("max_listens", p.max_listens),
@@ -321,8 +337,7 @@ impl Config {
         let upstream = cx.single_upstream(&raw);
         let separator = cx.separator(&raw);
         let (upstreams, tool_entries) = cx.named_upstreams(&raw, &separator);
-        let mut warnings = Vec::new();
-        let tools = cx.tools(&raw, tool_entries, &mut warnings);
+        let tools = cx.tools(&raw, tool_entries);
         let (connect, restart, budget) = cx.policies(&raw);
         cx.proxy_values(&raw);
         cx.limits_and_state(&raw);
@@ -351,6 +366,7 @@ impl Config {
             max_message_size: p.max_message_size.unwrap_or(defaults.max_message_size),
             request_timeout: p.request_timeout.unwrap_or(defaults.request_timeout),
             shutdown_grace: p.shutdown_grace.unwrap_or(defaults.shutdown_grace),
+            drain_timeout: p.drain_timeout.unwrap_or(defaults.drain_timeout),
             ..defaults
         };
         let limit_defaults = limits::SessionLimits::default();
@@ -360,6 +376,12 @@ impl Config {
                 .max_queued_notifications
                 .unwrap_or(limit_defaults.max_queued_notifications),
             max_listens: p.max_listens.unwrap_or(limit_defaults.max_listens),
+            // A config that lowered max_message_size meant both ways, as it used to.
+            max_request_size: p.max_request_size.unwrap_or(
+                limit_defaults
+                    .max_request_size
+                    .min(settings.max_message_size),
+            ),
         };
         Ok(Config {
             upstream,
@@ -382,7 +404,7 @@ impl Config {
             upstream_oauth,
             telemetry: raw.telemetry.clone(),
             settings,
-            warnings,
+            warnings: Vec::new(),
             defaults: raw.defaults,
             tools,
         })

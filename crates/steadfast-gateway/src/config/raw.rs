@@ -186,6 +186,9 @@ pub(super) struct RawProxy {
     #[serde(default, with = "humantime_serde")]
     pub(super) shutdown_grace: Option<Duration>,
     pub(super) max_message_size: Option<usize>,
+    pub(super) max_request_size: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) drain_timeout: Option<Duration>,
     pub(super) max_in_flight: Option<usize>,
     pub(super) max_queued_notifications: Option<usize>,
     pub(super) max_listens: Option<usize>,

@@ -24,6 +24,9 @@ pub(crate) struct Settings {
     pub stable_after: Duration,
     /// Between closing a child's input, TERM and KILL.
     pub shutdown_grace: Duration,
+    /// When a stdio client closes its input: how long the requests it sent before may take to
+    /// be answered before they are cancelled.
+    pub drain_timeout: Duration,
     /// Messages queued toward the upstream.
     pub max_queue: usize,
 }
@@ -43,6 +46,9 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(60),
             stable_after: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(2),
+            // Long enough for a server to start and answer a call or two (`printf … | steadfast
+            // proxy -- server`); a client that left mid-call is not kept waiting on much more.
+            drain_timeout: Duration::from_secs(10),
             max_queue: 4096,
         }
     }

@@ -240,11 +240,31 @@ fn every_validation_error_is_reported_and_durations_say_their_form() {
 }
 
 #[test]
-fn a_second_breaker_for_one_dependency_is_warned_about() {
-    let text = "[tools.a]\ndependency = \"db\"\nbreaker = { failure_threshold = 3 }\n[tools.b]\ndependency = \"db\"\nbreaker = { failure_threshold = 9 }\n";
-    let c = Config::parse_toml(text, "t.toml").unwrap();
-    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
-    assert!(c.warnings[0].contains("`db`"));
+fn different_breakers_for_one_dependency_are_an_error_naming_both_tables() {
+    let text = "[tools.a]\ndependency = \"db\"\nbreaker = { failure_threshold = 3 }\n\
+                [tools.b]\ndependency = \"db\"\nbreaker = { failure_threshold = 9 }\n";
+    let errors = Config::parse_toml_all(text, "t.toml").unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = errors[0].to_string();
+    assert!(e.starts_with("t.toml:6: tools.b.breaker: "), "{e}");
+    assert!(
+        e.contains("tools.a and tools.b") && e.contains("`db`"),
+        "{e}"
+    );
+    // The same breaker twice (or written once) is one configuration: no conflict.
+    let same = "[tools.a]\ndependency = \"db\"\nbreaker = { failure_threshold = 3 }\n\
+                [tools.b]\ndependency = \"db\"\nbreaker = { failure_threshold = 3 }\n\
+                [tools.c]\ndependency = \"db\"\n";
+    let c = Config::parse_toml(same, "t.toml").unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    // Across an upstream's own tool tables too.
+    let named = "[upstreams.x]\ncommand = \"x\"\n[upstreams.x.tools.a]\ndependency = \"db\"\n\
+                 breaker = false\n[tools.y_b]\ndependency = \"db\"\nbreaker = true\n";
+    let e = Config::parse_toml(named, "t.toml").unwrap_err().to_string();
+    assert!(
+        e.contains("upstreams.x.tools.a") && e.contains("tools.y_b"),
+        "{e}"
+    );
 }
 
 /// The field names a serde struct asks for, read by a deserializer that only listens.

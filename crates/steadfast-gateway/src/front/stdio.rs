@@ -1,9 +1,15 @@
 //! The stdio front: one client on the proxy's stdin and stdout.
 //!
 //! The proxy ends when the client closes stdin (at any moment, the handshake included), when
-//! stdout is closed, or on SIGTERM/SIGINT. Ending means: cancel what is in flight (each
+//! stdout is closed, or on SIGTERM/SIGINT. At stdin's end the requests already read are
+//! answered first, for at most `drain_timeout` (`printf '…' | steadfast proxy -- server` gets
+//! its answers, as from the server alone). Ending means: cancel what is still in flight (each
 //! upstream request is cancelled), then end the child — close its input, then TERM, then KILL,
 //! each after a grace period — so no server is left orphaned.
+//!
+//! A client's line is held up to `max_request_size` (16 MiB), not the larger cap on what
+//! upstreams send: requests are small, and a client's garbage must not grow the proxy by
+//! hundreds of MB. A longer line is skipped (and answered, when its id can be read).
 
 use std::os::fd::AsFd;
 use std::time::Duration;
@@ -65,7 +71,7 @@ pub async fn serve_stdio_with(
     let out = client.out.clone();
     let mut writer = tokio::spawn(async move { out.write_to(output()).await });
     let reader_session = session.clone();
-    let max = gateway.config.upstream_settings().max_message_size;
+    let max = limits.max_request_size;
     let mut reader = tokio::spawn(async move {
         let mut lines = LineReader::new(input(), max);
         while let Ok(Some(frame)) = lines.next().await {
@@ -74,7 +80,7 @@ pub async fn serve_stdio_with(
     });
 
     let mut signals = Signals::listen(reload)?;
-    let exit = tokio::select! {
+    let mut exit = tokio::select! {
         _ = &mut reader => Exit::ClientClosed,
         _ = &mut writer => Exit::OutputClosed,
         // The client has its answer (queued before this fires): as an MCP server that cannot
@@ -85,17 +91,49 @@ pub async fn serve_stdio_with(
     tracing::info!(?exit, "stopping");
     reader.abort();
     // A modern client's listens end gracefully: their results are queued before the rest is
-    // cancelled.
+    // cancelled (a listen never ends by itself, so it is not drained).
     gateway
         .router
         .changes()
         .close_all(Duration::from_millis(500))
         .await;
+    if exit == Exit::ClientClosed {
+        exit = drain(&session, &gateway, &mut writer, &mut signals).await;
+    }
     session.cancel_all();
     gateway.stop().await;
-    if exit != Exit::OutputClosed {
+    if exit != Exit::OutputClosed && !writer.is_finished() {
         client.out.close();
         let _ = tokio::time::timeout(Duration::from_millis(500), writer).await;
     }
     Ok(exit)
+}
+
+/// At stdin's end: waits (up to `drain_timeout`) for the requests already read to be answered,
+/// unless stdout closes or a signal arrives first; why the proxy then stops.
+async fn drain(
+    session: &Session,
+    gateway: &Gateway,
+    writer: &mut tokio::task::JoinHandle<std::io::Result<()>>,
+    signals: &mut Signals,
+) -> Exit {
+    let bound = gateway.config.upstream_settings().drain_timeout;
+    if session.in_flight() == 0 || bound.is_zero() {
+        return Exit::ClientClosed;
+    }
+    tracing::debug!(
+        in_flight = session.in_flight(),
+        ?bound,
+        "stdin ended: answering what was read"
+    );
+    tokio::select! {
+        r = tokio::time::timeout(bound, session.drained()) => {
+            if r.is_err() {
+                tracing::info!(in_flight = session.in_flight(), ?bound, "stdin ended and drain_timeout passed: cancelling what is in flight");
+            }
+            Exit::ClientClosed
+        }
+        _ = &mut *writer => Exit::OutputClosed,
+        exit = signals.stop(&gateway.router) => exit,
+    }
 }

@@ -66,6 +66,8 @@ pub(crate) struct Session {
     /// (Keyed by the id shared with the request's task: one allocation per request. Ids are
     /// the client's, so the hasher stays a keyed one.)
     in_flight: Mutex<HashMap<Arc<str>, (u64, CancellationToken), foldhash::fast::RandomState>>,
+    /// Woken when the in-flight table empties (a stdio front drains it at stdin's end).
+    idle: tokio::sync::Notify,
     serial: std::sync::atomic::AtomicU64,
     warned_garbage: AtomicBool,
     warned_unlisted: AtomicBool,
@@ -109,6 +111,9 @@ impl Drop for Registered {
         {
             map.remove(&*self.id);
             metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
+            if map.is_empty() {
+                self.session.idle.notify_waiters();
+            }
         }
         if map.is_empty() && map.capacity() > SHRINK_ABOVE {
             // A burst is over: give its memory back rather than keep the high-water mark.
@@ -181,6 +186,7 @@ impl Session {
             stateless: false,
             extension: std::sync::OnceLock::new(),
             in_flight: Mutex::default(),
+            idle: tokio::sync::Notify::new(),
             serial: std::sync::atomic::AtomicU64::new(0),
             warned_garbage: AtomicBool::new(false),
             warned_unlisted: AtomicBool::new(false),
@@ -279,6 +285,21 @@ impl Session {
             .len()
     }
 
+    /// Resolves once no request is in flight (at once if none is): the requests read so far
+    /// have their answers queued.
+    pub(crate) async fn drained(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            // Registered before the check: an emptying between the two is not missed.
+            idle.as_mut().enable();
+            if self.in_flight() == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+
     /// Cancels every request in flight (the client went away): their upstream requests are
     /// cancelled as their tasks drop them.
     pub(crate) fn cancel_all(&self) {
@@ -317,17 +338,18 @@ impl Session {
         match frame {
             Frame::Line(line) => self.on_line(&line),
             Frame::TooLarge { head, len, .. } => {
+                let max = self.limits.max_request_size;
                 tracing::warn!(
                     bytes = len,
-                    "a message from the client exceeds max_message_size"
+                    max,
+                    "a message from the client exceeds [proxy] max_request_size; skipped"
                 );
                 if let Some(id) = jsonrpc::scan_id(&head) {
                     self.refuse(
                         &id,
                         code::TOO_LARGE,
                         &format!(
-                            "the message ({len} bytes) exceeds max_message_size ({} bytes)",
-                            self.upstream().settings().max_message_size
+                            "the message ({len} bytes) exceeds [proxy] max_request_size ({max} bytes)"
                         ),
                     );
                 }

@@ -112,6 +112,8 @@ pub(crate) struct Upstream {
     failing: std::sync::atomic::AtomicU32,
     /// How often a down upstream is probed, in milliseconds (set by the supervisor).
     probe_ms: AtomicU64,
+    /// A call's request that a down upstream be tried now (`supervisor::Wake`).
+    wake: supervisor::Wake,
     /// The head of the last line the server wrote that is not JSON-RPC, and a wake-up for the
     /// handshake (a server that writes garbage and then nothing has failed to start).
     noise: Mutex<Option<String>>,
@@ -165,6 +167,7 @@ impl Upstream {
             restarts: AtomicU64::new(0),
             failing: std::sync::atomic::AtomicU32::new(0),
             probe_ms: AtomicU64::new(0),
+            wake: supervisor::Wake::default(),
             noise: Mutex::new(None),
             noise_seen: Notify::new(),
             started: OnceLock::new(),
@@ -414,7 +417,9 @@ impl Upstream {
     /// The live connection, waiting up to `reconnect_wait` for one that is (re)starting. An
     /// upstream in a crash loop (twice in a row it completed a handshake and died soon after)
     /// is not waited for: the call fails at once, saying why, and the supervisor keeps trying
-    /// on its backoff. An upstream that cannot be reached at all is waited for.
+    /// on its backoff. An upstream that cannot be reached at all is waited for. One that is
+    /// down ([`LinkState::Failed`]) is tried at once for the call, at most once a second
+    /// (`supervisor::start_for_call`).
     pub(crate) async fn link(&self) -> Result<Arc<Link>, String> {
         // Connected (the common case): no receiver, no timer.
         if let LinkState::Up(link) = &*self.state.borrow() {
@@ -428,8 +433,8 @@ impl Upstream {
             return Err(STOPPED.to_owned());
         }
         let mut rx = self.state.subscribe();
-        if let LinkState::Failed(why) = &*rx.borrow() {
-            return Err(self.down_notice(why));
+        if matches!(&*rx.borrow(), LinkState::Failed(_)) {
+            return supervisor::start_for_call(self, rx).await;
         }
         let failing = self.failing.load(Ordering::Relaxed);
         if failing >= 2 {

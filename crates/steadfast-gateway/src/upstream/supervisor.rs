@@ -5,17 +5,20 @@
 //! right after `initialize` is restarted on the policy's backoff rather than in a hot loop.
 //! When the policy's attempts are spent, the supervisor keeps probing at the policy's
 //! maximum delay: an upstream that becomes startable again is picked up without restarting the
-//! proxy, and meanwhile calls fail fast with an honest message.
+//! proxy, and meanwhile calls fail fast with an honest message. A call to a down upstream
+//! does not wait for that probe: it asks for a start at once ([`start_for_call`], at most one
+//! a second), and gets the connection if the start succeeds or the reason as soon as it fails.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 use steadfast::{RetryPolicy, Rng};
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::{LinkState, Reply, Settings, Upstream};
+use super::{Link, LinkState, Reply, Settings, Upstream};
 use crate::wire::jsonrpc;
 
 enum Conn {
@@ -118,8 +121,85 @@ impl Tally {
         } else {
             LinkState::Down(why.into())
         };
+        // Before the state: a call that saw a start under way waits for this one.
+        up.wake.probing.store(false, Ordering::Release);
         up.state.send_replace(state);
     }
+}
+
+/// The least time between two starts that calls ask for: a client calling a down server in a
+/// loop costs one start a second, not one per call.
+const START_FOR_CALL_EVERY: Duration = Duration::from_secs(1);
+
+/// Calls asking the supervisor of a down upstream to try a start now.
+#[derive(Default)]
+pub(super) struct Wake {
+    asked: Notify,
+    /// When a call last asked.
+    last: Mutex<Option<Instant>>,
+    /// A start of the down upstream is under way (a probe, or one a call asked for).
+    probing: AtomicBool,
+}
+
+/// A call to a down upstream ([`LinkState::Failed`], `rx` its state): a start is tried now
+/// (or the one under way is joined), and the call gets the connection if it succeeds, the
+/// reason as soon as it fails, within `reconnect_wait`. A start that calls asked for less than
+/// [`START_FOR_CALL_EVERY`] ago is not repeated: the call fails at once, saying the server is
+/// down.
+pub(super) async fn start_for_call(
+    up: &Upstream,
+    mut rx: watch::Receiver<LinkState>,
+) -> Result<Arc<Link>, String> {
+    let notice = |state: &LinkState| match state {
+        LinkState::Failed(why) => up.down_notice(why),
+        LinkState::Down(why) => format!("the upstream is not connected: {why}"),
+        LinkState::Up(_) => "the upstream connection is closing".to_owned(),
+    };
+    rx.borrow_and_update();
+    if !up.wake.probing.load(Ordering::Acquire) {
+        let now = Instant::now();
+        {
+            let mut last = up.wake.last.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|t| now.duration_since(t) < START_FOR_CALL_EVERY) {
+                return Err(notice(&rx.borrow()));
+            }
+            *last = Some(now);
+        }
+        tracing::info!(upstream = %up.name, "a call to the down upstream: trying to start it now");
+        up.wake.asked.notify_one();
+    }
+    // The start's outcome is the next state published: up, or down again with its reason.
+    let outcome = tokio::time::timeout(up.settings.reconnect_wait, async {
+        tokio::select! {
+            changed = rx.changed() => changed.is_ok(),
+            _ = up.shutdown.cancelled() => false,
+        }
+    })
+    .await;
+    let state = rx.borrow().clone();
+    match (outcome, state) {
+        (Ok(true), LinkState::Up(link)) if !link.is_closed() => Ok(link),
+        (_, state) => Err(notice(&state)),
+    }
+}
+
+/// Sleeps `delay` before the next start; a down upstream's sleep is cut short by a call that
+/// asks for a start. Whether the upstream is shutting down.
+async fn pause(up: &Upstream, delay: Duration, gave_up: bool) -> bool {
+    let asked = async {
+        if gave_up {
+            up.wake.asked.notified().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let shutdown = tokio::select! {
+        _ = tokio::time::sleep(delay) => false,
+        _ = asked => false,
+        _ = up.shutdown.cancelled() => true,
+    };
+    up.wake.probing.store(gave_up, Ordering::Release);
+    shutdown
 }
 
 /// The supervisor's loop; ends when the upstream is shut down.
@@ -171,9 +251,8 @@ pub(super) async fn run(up: Arc<Upstream>) {
             policy.max_delay().max(Duration::from_millis(100))
         };
         previous = delay;
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = up.shutdown.cancelled() => break,
+        if pause(&up, delay, tally.gave_up).await {
+            break;
         }
     }
     up.state.send_replace(LinkState::Down("shut down".into()));
@@ -212,6 +291,7 @@ async fn serve(
     tally.gave_up = false;
     // Before the connection is published: a listen acknowledged from then on waits for it.
     let plan = super::listen::plan(up);
+    up.wake.probing.store(false, Ordering::Release);
     up.state.send_replace(LinkState::Up(link.clone()));
     metrics::gauge!("steadfast_upstream_connected", "upstream" => up.name.clone()).set(1.0);
     let since = Instant::now();

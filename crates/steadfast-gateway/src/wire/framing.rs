@@ -4,12 +4,19 @@
 //! reader holds at most `max` bytes of one message: a longer line is skipped to its end, and
 //! what remains of it is its head and tail, enough to find its id and answer the request (or
 //! fail the call waiting for that reply) instead of letting it hang.
+//!
+//! Memory comes back after a spike: a buffer grown for a large line is replaced by a small one
+//! once the line is out, and the allocator is asked to hand the freed memory back
+//! (`memory.rs`), so one huge message does not leave the process at its high-water mark.
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// What kept from an oversized message to find its id.
 const KEEP: usize = 64 * 1024;
+
+/// The read buffer's usual size (and what each read asks for).
+const CHUNK: usize = 64 * 1024;
 
 /// One frame read from a stream.
 #[derive(Debug)]
@@ -59,7 +66,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     pub(crate) fn new(inner: R, max: usize) -> Self {
         Self {
             inner,
-            buf: BytesMut::with_capacity(64 * 1024),
+            buf: BytesMut::with_capacity(CHUNK),
             scanned: 0,
             max: max.max(1),
         }
@@ -67,6 +74,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// The next frame; `None` at end of stream (a partial last line is returned first).
     pub(crate) async fn next(&mut self) -> std::io::Result<Option<Frame>> {
+        self.shrink();
         loop {
             if let Some(p) = memchr::memchr(b'\n', &self.buf[self.scanned..]) {
                 let end = self.scanned + p;
@@ -78,19 +86,29 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.scanned = 0;
                 if line.len() > self.max {
                     let len = line.len();
-                    return Ok(Some(Frame::TooLarge {
+                    let frame = Frame::TooLarge {
                         head: line[..KEEP.min(len)].to_vec(),
                         tail: line[len.saturating_sub(KEEP)..].to_vec(),
                         len,
-                    }));
+                    };
+                    drop(line);
+                    self.shrink();
+                    super::memory::release_soon();
+                    return Ok(Some(frame));
+                }
+                if line.len() >= super::memory::LARGE {
+                    super::memory::release_soon();
                 }
                 return Ok(Some(Frame::Line(line)));
             }
             self.scanned = self.buf.len();
             if self.buf.len() > self.max {
-                return self.skip_oversized().await.map(Some);
+                let frame = self.skip_oversized().await;
+                self.shrink();
+                super::memory::release_soon();
+                return frame.map(Some);
             }
-            self.buf.reserve(64 * 1024);
+            self.buf.reserve(CHUNK);
             if self.inner.read_buf(&mut self.buf).await? == 0 {
                 self.scanned = 0;
                 if self.buf.is_empty() {
@@ -102,15 +120,27 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
+    /// Lets go of a buffer grown for a large line: what is left of it moves to a small one,
+    /// so the large allocation is freed once the line handed out is dropped (a buffer split
+    /// from it keeps it alive otherwise, and reuses it for every later line).
+    fn shrink(&mut self) {
+        if self.buf.capacity() > 4 * CHUNK && self.buf.len() <= CHUNK {
+            let mut small = BytesMut::with_capacity(CHUNK);
+            small.extend_from_slice(&self.buf);
+            self.buf = small;
+        }
+    }
+
     /// Reads the rest of an oversized line, keeping its head and a rolling tail.
     async fn skip_oversized(&mut self) -> std::io::Result<Frame> {
         let head = self.buf[..KEEP.min(self.buf.len())].to_vec();
         let mut len = self.buf.len();
         let mut tail = self.buf[self.buf.len().saturating_sub(KEEP)..].to_vec();
-        self.buf.clear();
+        // The buffer grew to the bound; the rest of the line is read in small chunks.
+        self.buf = BytesMut::with_capacity(CHUNK);
         self.scanned = 0;
         loop {
-            self.buf.reserve(64 * 1024);
+            self.buf.reserve(CHUNK);
             if self.inner.read_buf(&mut self.buf).await? == 0 {
                 return Ok(Frame::TooLarge { head, tail, len });
             }
@@ -176,6 +206,26 @@ mod tests {
             frames(input.as_bytes(), 1000).await,
             vec!["a", "<300000 bytes>", "b", "<300000 bytes>"]
         );
+    }
+
+    #[tokio::test]
+    async fn a_buffer_grown_for_a_large_line_is_let_go() {
+        use tokio::io::AsyncWriteExt;
+        let big = "z".repeat(3_000_000);
+        let input = format!("{big}\nsmall\n{}\nlast\n", "w".repeat(5_000_000));
+        // A pipe's reads: at most 64 KiB each.
+        let (mut tx, rx) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move { tx.write_all(input.as_bytes()).await });
+        let mut r = LineReader::new(rx, 4_000_000);
+        assert!(matches!(r.next().await.unwrap(), Some(Frame::Line(l)) if l.len() == big.len()));
+        assert!(matches!(r.next().await.unwrap(), Some(Frame::Line(l)) if &l[..] == b"small"));
+        assert!(r.buf.capacity() <= 4 * CHUNK, "{}", r.buf.capacity());
+        assert!(matches!(
+            r.next().await.unwrap(),
+            Some(Frame::TooLarge { len: 5_000_000, .. })
+        ));
+        assert!(r.buf.capacity() <= 4 * CHUNK, "{}", r.buf.capacity());
+        assert!(matches!(r.next().await.unwrap(), Some(Frame::Line(l)) if &l[..] == b"last"));
     }
 
     #[tokio::test]
