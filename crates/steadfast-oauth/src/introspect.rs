@@ -130,7 +130,10 @@ impl Introspector {
 
     /// Also accept answers whose `aud` names one of `audiences` (identifiers that are not the
     /// resource's URL, as [`crate::JwtConfig::also_audiences`]).
-    pub fn also_audiences<S: Into<String>>(mut self, audiences: impl IntoIterator<Item = S>) -> Self {
+    pub fn also_audiences<S: Into<String>>(
+        mut self,
+        audiences: impl IntoIterator<Item = S>,
+    ) -> Self {
         self.audiences.extend(audiences.into_iter().map(Into::into));
         self
     }

@@ -76,7 +76,10 @@ impl JwtConfig {
     /// Also accept tokens whose `aud` names one of `audiences`: identifiers that are not the
     /// resource's URL, as some issuers write them (Entra's `api://…` application ID URI, or the
     /// application's GUID).
-    pub fn also_audiences<S: Into<String>>(mut self, audiences: impl IntoIterator<Item = S>) -> Self {
+    pub fn also_audiences<S: Into<String>>(
+        mut self,
+        audiences: impl IntoIterator<Item = S>,
+    ) -> Self {
         self.audiences.extend(audiences.into_iter().map(Into::into));
         self
     }

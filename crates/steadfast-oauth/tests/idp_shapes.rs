@@ -67,7 +67,10 @@ async fn scope_and_scp_together_are_united_standard_first() {
     let key = TestKey::es256("k");
     let aud = "api://7d2c9f10-3c1e-4b7e-a1c4-52f4b8e0d1aa";
     let v = validator(&key, JwtConfig::new(ISS, AUD).also_audiences([aud]));
-    let entra = v.validate(&key.sign(&entra())).await.expect("Entra's shape");
+    let entra = v
+        .validate(&key.sign(&entra()))
+        .await
+        .expect("Entra's shape");
     assert_eq!(entra.scope, ["tools:read", "tools.read", "tools.write"]);
     // Either claim alone, string or list, as before.
     let okta = v.validate(&key.sign(&okta())).await.expect("Okta's shape");
@@ -82,7 +85,10 @@ async fn scope_and_scp_together_are_united_standard_first() {
 async fn fractional_times_are_accepted_and_rounded_toward_a_shorter_life() {
     let key = TestKey::es256("k");
     let v = validator(&key, JwtConfig::new(ISS, AUD));
-    let c = v.validate(&key.sign(&okta())).await.expect("fractional exp/iat/nbf");
+    let c = v
+        .validate(&key.sign(&okta()))
+        .await
+        .expect("fractional exp/iat/nbf");
     assert_eq!(c.exp, Some(NOW + 3600), "exp rounded down");
     assert_eq!(c.iat, Some(NOW + 1), "iat rounded up");
     assert_eq!(c.nbf, Some(NOW), "nbf rounded up");
@@ -103,9 +109,16 @@ async fn fractional_times_are_accepted_and_rounded_toward_a_shorter_life() {
 #[tokio::test]
 async fn an_iat_beyond_the_leeway_in_the_future_is_refused() {
     let key = TestKey::es256("k");
-    let v = validator(&key, JwtConfig::new(ISS, AUD).leeway(Duration::from_secs(60)));
+    let v = validator(
+        &key,
+        JwtConfig::new(ISS, AUD).leeway(Duration::from_secs(60)),
+    );
     let year = 365 * 24 * 3600;
-    let future = with(with(claims(), "iat", json!(NOW + year)), "exp", json!(NOW + year + 300));
+    let future = with(
+        with(claims(), "iat", json!(NOW + year)),
+        "exp",
+        json!(NOW + year + 300),
+    );
     let e = v.validate(&key.sign(&future)).await.unwrap_err();
     assert_eq!(
         e,
@@ -114,7 +127,10 @@ async fn an_iat_beyond_the_leeway_in_the_future_is_refused() {
             now: NOW
         }
     );
-    assert!(e.to_string().starts_with("issued in the future: iat"), "{e}");
+    assert!(
+        e.to_string().starts_with("issued in the future: iat"),
+        "{e}"
+    );
     // Within the leeway (clock skew), accepted.
     let skewed = with(claims(), "iat", json!(NOW + 60));
     assert!(v.validate(&key.sign(&skewed)).await.is_ok());
@@ -140,7 +156,10 @@ async fn a_non_url_audience_is_accepted_only_when_configured() {
 async fn access_rules_key_on_nested_claims() {
     let key = TestKey::es256("k");
     let v = validator(&key, JwtConfig::new(ISS, AUD));
-    let kc = v.validate(&key.sign(&keycloak())).await.expect("Keycloak's shape");
+    let kc = v
+        .validate(&key.sign(&keycloak()))
+        .await
+        .expect("Keycloak's shape");
     let policy: AccessPolicy = toml::from_str(
         r#"
         ["claim:realm_access.roles=mcp-admin"]
@@ -155,7 +174,10 @@ async fn access_rules_key_on_nested_claims() {
     )
     .unwrap();
     assert!(policy.allows_tool(&kc, "admin_reset"));
-    assert!(policy.allows_tool(&kc, "read_file"), "a client id with a dot");
+    assert!(
+        policy.allows_tool(&kc, "read_file"),
+        "a client id with a dot"
+    );
     assert!(!policy.allows_tool(&kc, "write_file"));
     assert!(policy.allows_prompt(&kc, "p"), "a top-level key as it is");
     // Nothing nested where the path leads nowhere.
@@ -194,7 +216,8 @@ fn introspector(answer: Value, require_iss: bool) -> Introspector {
 
 #[tokio::test]
 async fn an_introspection_answer_without_iss_is_accepted_unless_required() {
-    let answer = json!({"active": true, "aud": AUD, "sub": "alice", "exp": NOW + 60, "scope": "tools:read"});
+    let answer =
+        json!({"active": true, "aud": AUD, "sub": "alice", "exp": NOW + 60, "scope": "tools:read"});
     let c = introspector(answer.clone(), false)
         .validate("opaque")
         .await
