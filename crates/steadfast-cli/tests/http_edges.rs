@@ -119,6 +119,23 @@ async fn an_oversized_body_sent_whole_gets_its_413() {
         );
         assert!(text.contains("max_message_size (1048576 bytes)"), "{text}");
     }
+    // A client that waits for `100 Continue` is refused before it sends the body.
+    let rest = f.url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let head = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+        16 << 20
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut line = String::new();
+    let mut reader = tokio::io::BufReader::new(stream);
+    tokio::time::timeout(BOUND, reader.read_line(&mut line))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(line.starts_with("HTTP/1.1 413"), "{line}");
     // Under the cap, served as ever.
     let text = post_whole(&f.url, 1000).await.unwrap();
     assert!(!text.starts_with("HTTP/1.1 413"), "{text}");

@@ -390,7 +390,7 @@ impl Access for PolicyAccess {
 /// `invalid_request` refusal when the header is given more than once (RFC 6750 §3.1: a first-
 /// copy reader and a last-copy reader, a proxy and the gateway, would disagree on who calls).
 /// The one reader of the header, for static tokens and `[auth]` alike.
-pub(crate) fn bearer(headers: &hyper::HeaderMap) -> Result<Option<&str>, Response<Body>> {
+pub(crate) fn bearer(headers: &hyper::HeaderMap) -> Result<Option<&str>, Box<Response<Body>>> {
     let mut all = headers.get_all(hyper::header::AUTHORIZATION).iter();
     let first = all.next();
     if all.next().is_some() {
@@ -402,7 +402,7 @@ pub(crate) fn bearer(headers: &hyper::HeaderMap) -> Result<Option<&str>, Respons
             "invalid_request: one Authorization header at most (RFC 6750 §3.1)\n",
         );
         set_challenge(&mut r, "Bearer error=\"invalid_request\"");
-        return Err(r);
+        return Err(Box::new(r));
     }
     let token = first
         .and_then(|v| v.to_str().ok())
@@ -432,7 +432,7 @@ pub(crate) async fn admit(
     if auth.is_none() && static_tokens.is_empty() {
         return Ok(None);
     }
-    let token = bearer(headers)?;
+    let token = bearer(headers).map_err(|r| *r)?;
     let static_ok = token.is_some_and(|token| {
         static_tokens
             .iter()

@@ -124,6 +124,31 @@ pub(super) struct Message {
     pub(super) raw: Option<std::ops::Range<usize>>,
 }
 
+impl Message {
+    /// A request sent with a modern version's headers but without the `_meta` envelope:
+    /// [`era::check`] then refuses it as the SDKs' servers do (-32602 naming what is missing),
+    /// rather than the client being told to initialize, which it never does.
+    pub(super) fn unenveloped(
+        kind: MessageKind,
+        method: &str,
+        id: Option<String>,
+        body: &[u8],
+    ) -> Self {
+        let params = Envelope::parse(body)
+            .ok()
+            .and_then(|(env, _)| env.params)
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        Self {
+            kind,
+            method: method.to_owned(),
+            id,
+            params,
+            raw: None,
+        }
+    }
+}
+
 /// A POST without a session is a modern client's when it is `server/discover` or its params'
 /// `_meta` carries a protocol version (looked for in the text before any decode): its params,
 /// decoded once for the front and the session, and their place in `body`.

@@ -111,21 +111,9 @@ impl Front {
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        // The session a request names, checked against its token here, once, whatever the
-        // method: a leaked session id with another subject's token gets neither the session's
-        // stream (GET), nor its end (DELETE), nor its calls (POST).
-        let session = match &session_id {
-            Some(id) => match self.session(id) {
-                Some(s) => {
-                    let auth = self.auth.as_deref();
-                    if let Some(r) = super::super::auth::claim(auth, &s, identity.as_ref(), false) {
-                        return r; // [auth] another subject's session
-                    }
-                    Some(s)
-                }
-                None => return full(StatusCode::NOT_FOUND, "no such session: initialize again\n"),
-            },
-            None => None,
+        let session = match self.named_session(session_id.as_deref(), identity.as_ref()) {
+            Ok(session) => session,
+            Err(refused) => return *refused,
         };
         match (req.method().clone(), session) {
             (hyper::Method::POST, session) => self.post(session, identity, req).await,
@@ -148,6 +136,27 @@ impl Front {
         }
     }
 
+    /// The session a request names, checked against its token here, once, whatever the
+    /// method: a leaked session id with another subject's token gets neither the session's
+    /// stream (GET), nor its end (DELETE), nor its calls (POST). 404 for an unknown one.
+    fn named_session(
+        &self,
+        id: Option<&str>,
+        identity: Option<&Arc<crate::session::identity::Identity>>,
+    ) -> Result<Option<Arc<Session>>, Box<Response<Body>>> {
+        let Some(id) = id else { return Ok(None) };
+        let Some(s) = self.session(id) else {
+            return Err(Box::new(full(
+                StatusCode::NOT_FOUND,
+                "no such session: initialize again\n",
+            )));
+        };
+        match super::super::auth::claim(self.auth.as_deref(), &s, identity, false) {
+            Some(refused) => Err(Box::new(refused)), // [auth] another subject's session
+            None => Ok(Some(s)),
+        }
+    }
+
     /// A POST to `existing` (the session it names, already claimed: `handle`) or to none.
     async fn post(
         self: &Arc<Self>,
@@ -158,7 +167,7 @@ impl Front {
         let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
         let trace = trace_header(req.headers());
         let modern_headers = ModernHeaders::of(req.headers(), sse);
-        let body = match self.read_body(req.into_body(), trace).await {
+        let body = match self.read_body(req, trace).await {
             Ok(b) => b,
             Err(too_large) => return too_large,
         };
@@ -200,21 +209,9 @@ impl Front {
                     .post_modern(&modern_headers, message, body, identity)
                     .await;
             }
-            // Sent with a modern version's headers but without the `_meta` envelope: refused
-            // as the SDKs' servers do (-32602 naming what is missing), not told to initialize.
+            // Sent with a modern version's headers but without the `_meta` envelope.
             (None, Ok((kind, Some(m), id))) if modern_headers.is_modern() => {
-                let params = Envelope::parse(&body)
-                    .ok()
-                    .and_then(|(env, _)| env.params)
-                    .and_then(|p| serde_json::from_str(p.get()).ok())
-                    .unwrap_or_default();
-                let message = super::modern::Message {
-                    kind: *kind,
-                    method: m.clone(),
-                    id: id.clone(),
-                    params,
-                    raw: None,
-                };
+                let message = super::modern::Message::unenveloped(*kind, m, id.clone(), &body);
                 return self
                     .post_modern(&modern_headers, message, body, identity)
                     .await;
@@ -266,10 +263,15 @@ impl Front {
     /// headers' context adopted into its `_meta` when traced.
     async fn read_body(
         &self,
-        mut body: Incoming,
+        req: Request<Incoming>,
         trace: Option<crate::wire::trace_context::TraceParent>,
     ) -> Result<Bytes, Response<Body>> {
         let max = self.config.upstream_settings().max_message_size;
+        if waits_to_send_too_much(req.headers(), max) {
+            // Refused before the client sends it: nothing to drain, no 100 Continue.
+            return Err(too_large_message(max));
+        }
+        let mut body = req.into_body();
         // Chunks kept as they came (one chunk, the common case, is never copied).
         let mut chunks: Vec<Bytes> = Vec::new();
         let mut len = 0usize;
@@ -396,10 +398,7 @@ async fn too_large(mut rest: Incoming, max: usize) -> Response<Body> {
     let drained = tokio::time::timeout(DRAIN_TIME, drain)
         .await
         .unwrap_or(false);
-    let mut r = full(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("the message exceeds max_message_size ({max} bytes)\n"),
-    );
+    let mut r = too_large_message(max);
     if !drained {
         r.headers_mut().insert(
             hyper::header::CONNECTION,
@@ -407,6 +406,24 @@ async fn too_large(mut rest: Incoming, max: usize) -> Response<Body> {
         );
     }
     r
+}
+
+fn too_large_message(max: usize) -> Response<Body> {
+    full(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the message exceeds max_message_size ({max} bytes)\n"),
+    )
+}
+
+/// The request declares a body over `max` and waits for `100 Continue` before sending it.
+fn waits_to_send_too_much(h: &hyper::HeaderMap, max: usize) -> bool {
+    let expects = h
+        .get(hyper::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let declared = h
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    expects && declared.is_some_and(|n| n > max as u64)
 }
 
 /// The answer to a POST whose body is no JSON-RPC message, as the SDKs' servers give it: 400
