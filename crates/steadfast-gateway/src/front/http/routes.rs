@@ -145,16 +145,26 @@ impl Front {
         identity: Option<&Arc<crate::session::identity::Identity>>,
     ) -> Result<Option<Arc<Session>>, Box<Response<Body>>> {
         let Some(id) = id else { return Ok(None) };
-        let Some(s) = self.session(id) else {
+        // Looked at without marking it used: a refused request must not keep another
+        // subject's idle session alive.
+        let found = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .map(|(s, _)| s.clone());
+        let Some(s) = found else {
             return Err(Box::new(full(
                 StatusCode::NOT_FOUND,
                 "no such session: initialize again\n",
             )));
         };
-        match super::super::auth::claim(self.auth.as_deref(), &s, identity, false) {
-            Some(refused) => Err(Box::new(refused)), // [auth] another subject's session
-            None => Ok(Some(s)),
+        if let Some(refused) = super::super::auth::claim(self.auth.as_deref(), &s, identity, false)
+        {
+            return Err(Box::new(refused)); // [auth] another subject's session
         }
+        // (Marked used now; ended meanwhile, it is still served as the request found it.)
+        Ok(Some(self.session(id).unwrap_or(s)))
     }
 
     /// A POST to `existing` (the session it names, already claimed: `handle`) or to none.
