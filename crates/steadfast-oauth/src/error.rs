@@ -32,6 +32,13 @@ pub enum TokenError {
         /// The validator's clock when it checked.
         now: u64,
     },
+    /// `iat` (minus the leeway) is in the future.
+    IssuedInTheFuture {
+        /// The token's `iat`, seconds since the epoch.
+        iat: u64,
+        /// The validator's clock when it checked.
+        now: u64,
+    },
     /// `aud` does not contain this resource (RFC 8707 / RFC 9068 §4).
     WrongAudience,
     /// `iss` is not the configured issuer.
@@ -69,6 +76,10 @@ impl fmt::Display for TokenError {
             Self::NotYetValid { nbf, now } => write!(
                 f,
                 "not yet valid: nbf {nbf} is after now {now} (leeway included)"
+            ),
+            Self::IssuedInTheFuture { iat, now } => write!(
+                f,
+                "issued in the future: iat {iat} is after now {now} (leeway included)"
             ),
             Self::WrongAudience => write!(f, "wrong audience: aud does not name this resource"),
             Self::WrongIssuer => write!(f, "wrong issuer"),

@@ -78,7 +78,9 @@ pub struct ServerMetadata {
 }
 
 /// The discovery URLs for `issuer`, in the order tried: RFC 8414 §3.1 inserts the well-known
-/// segment between host and path; OpenID Discovery §4 appends it.
+/// segment between host and path; OpenID Discovery §4 appends it; for an issuer with a path,
+/// the OpenID segment inserted the same way is tried last (RFC 8414 §5's compatibility note:
+/// some providers publish only there).
 pub fn discovery_urls(issuer: &str) -> Vec<String> {
     let issuer = issuer.trim_end_matches('/');
     let (origin, path) = match issuer
@@ -92,6 +94,9 @@ pub fn discovery_urls(issuer: &str) -> Vec<String> {
         "{origin}/.well-known/oauth-authorization-server{path}"
     )];
     urls.push(format!("{issuer}/.well-known/openid-configuration"));
+    if !path.is_empty() {
+        urls.push(format!("{origin}/.well-known/openid-configuration{path}"));
+    }
     urls
 }
 
@@ -170,7 +175,8 @@ mod tests {
             discovery_urls("https://as.example/tenant1"),
             [
                 "https://as.example/.well-known/oauth-authorization-server/tenant1",
-                "https://as.example/tenant1/.well-known/openid-configuration"
+                "https://as.example/tenant1/.well-known/openid-configuration",
+                "https://as.example/.well-known/openid-configuration/tenant1"
             ]
         );
         assert_eq!(

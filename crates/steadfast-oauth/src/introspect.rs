@@ -47,8 +47,9 @@ struct Answer {
 #[derive(Clone)]
 pub struct Introspector {
     fetch: IntrospectFn,
-    audience: String,
+    audiences: Vec<String>,
     issuer: Option<String>,
+    require_issuer: bool,
     max_entries: usize,
     max_ttl: Duration,
     cache: Arc<Mutex<Cache>>,
@@ -58,7 +59,7 @@ pub struct Introspector {
 impl std::fmt::Debug for Introspector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Introspector")
-            .field("audience", &self.audience)
+            .field("audiences", &self.audiences)
             .finish_non_exhaustive()
     }
 }
@@ -99,8 +100,9 @@ impl Introspector {
     pub fn with_fetcher(fetch: IntrospectFn, audience: impl Into<String>) -> Self {
         Self {
             fetch,
-            audience: audience.into(),
+            audiences: vec![audience.into()],
             issuer: None,
+            require_issuer: false,
             max_entries: 10_000,
             max_ttl: Duration::from_secs(300),
             cache: Arc::default(),
@@ -112,9 +114,27 @@ impl Introspector {
         }
     }
 
-    /// Also require this `iss` in the answer.
+    /// An answer's `iss`, when it has one, must be this. RFC 7662 §2.2 makes `iss` optional
+    /// (and oidc-provider, Keycloak and Okta answer without it for some tokens): an answer
+    /// without one is accepted unless [`Self::require_issuer`].
     pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
         self.issuer = Some(issuer.into());
+        self
+    }
+
+    /// Refuse answers without `iss` (with [`Self::issuer`] set).
+    pub fn require_issuer(mut self, require: bool) -> Self {
+        self.require_issuer = require;
+        self
+    }
+
+    /// Also accept answers whose `aud` names one of `audiences` (identifiers that are not the
+    /// resource's URL, as [`crate::JwtConfig::also_audiences`]).
+    pub fn also_audiences<S: Into<String>>(
+        mut self,
+        audiences: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.audiences.extend(audiences.into_iter().map(Into::into));
         self
     }
 
@@ -168,10 +188,12 @@ impl Introspector {
         {
             return Err(TokenError::Expired { exp, now });
         }
-        if self.issuer.is_some() && claims.iss != self.issuer {
-            return Err(TokenError::WrongIssuer);
+        match (&self.issuer, &claims.iss) {
+            (Some(want), Some(iss)) if iss != want => return Err(TokenError::WrongIssuer),
+            (Some(_), None) if self.require_issuer => return Err(TokenError::MissingClaim("iss")),
+            _ => {}
         }
-        if !claims.aud.contains(&self.audience) {
+        if !claims.aud.iter().any(|a| self.audiences.contains(a)) {
             return Err(TokenError::WrongAudience);
         }
         Ok(claims)

@@ -54,7 +54,8 @@ impl SigningAlg {
 #[derive(Debug, Clone)]
 pub struct JwtConfig {
     issuer: String,
-    audience: String,
+    /// `aud` must name one of these (the resource's URI first).
+    audiences: Vec<String>,
     leeway: Duration,
     algorithms: Vec<SigningAlg>,
     require_at_jwt: bool,
@@ -65,14 +66,25 @@ impl JwtConfig {
     pub fn new(issuer: impl Into<String>, audience: impl Into<String>) -> Self {
         Self {
             issuer: issuer.into(),
-            audience: audience.into(),
+            audiences: vec![audience.into()],
             leeway: Duration::from_secs(60),
             algorithms: vec![SigningAlg::Rs256, SigningAlg::Es256, SigningAlg::EdDsa],
             require_at_jwt: false,
         }
     }
 
-    /// Clock skew tolerated on `exp` and `nbf`.
+    /// Also accept tokens whose `aud` names one of `audiences`: identifiers that are not the
+    /// resource's URL, as some issuers write them (Entra's `api://…` application ID URI, or the
+    /// application's GUID).
+    pub fn also_audiences<S: Into<String>>(
+        mut self,
+        audiences: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.audiences.extend(audiences.into_iter().map(Into::into));
+        self
+    }
+
+    /// Clock skew tolerated on `exp`, `nbf` and `iat`.
     pub fn leeway(mut self, leeway: Duration) -> Self {
         self.leeway = leeway;
         self
@@ -194,7 +206,7 @@ impl JwtValidator {
         if claims.iss.as_deref() != Some(self.config.issuer.as_str()) {
             return Err(TokenError::WrongIssuer);
         }
-        if !claims.aud.contains(&self.config.audience) {
+        if !claims.aud.iter().any(|a| self.config.audiences.contains(a)) {
             return Err(TokenError::WrongAudience);
         }
         let now = (self.now)();
@@ -207,6 +219,13 @@ impl JwtValidator {
             && nbf > now.saturating_add(leeway)
         {
             return Err(TokenError::NotYetValid { nbf, now });
+        }
+        // A token issued in the future was minted by a clock (or a forger) not to be trusted
+        // (RFC 7519 §4.1.6 leaves the check to the recipient; RFC 9068 §4 asks for it).
+        if let Some(iat) = claims.iat
+            && iat > now.saturating_add(leeway)
+        {
+            return Err(TokenError::IssuedInTheFuture { iat, now });
         }
         Ok(())
     }

@@ -85,7 +85,12 @@ impl Provider {
 
     /// A client-credentials access token for `scope` and `resource`.
     pub async fn token(&self, scope: &str, resource: &str) -> String {
-        let basic = STANDARD.encode(format!("gateway:{}", self.secret));
+        self.token_for("gateway", scope, resource).await
+    }
+
+    /// [`Self::token`] for another client (`gateway` or `other`: two subjects).
+    pub async fn token_for(&self, client: &str, scope: &str, resource: &str) -> String {
+        let basic = STANDARD.encode(format!("{client}:{}", self.secret));
         let auth = format!("Basic {basic}");
         let body = form(&[
             ("grant_type", "client_credentials"),
@@ -106,6 +111,18 @@ impl Provider {
         assert_eq!(r.status, 200, "{}", r.body);
         let v: Value = serde_json::from_str(&r.body).unwrap();
         v["access_token"].as_str().unwrap().to_owned()
+    }
+
+    /// A JWT with exactly `claims` (and `header`'s fields over `typ: at+jwt`), signed with the
+    /// provider's current key: the shapes other identity providers issue.
+    pub async fn sign(&self, header: Value, claims: Value) -> String {
+        let body = json!({"header": header, "claims": claims}).to_string();
+        let r = exchange("POST", &format!("{}/admin/sign", self.issuer), &[], &body)
+            .await
+            .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v: Value = serde_json::from_str(&r.body).unwrap();
+        v["token"].as_str().unwrap().to_owned()
     }
 
     pub async fn admin(&self, what: &str) {
@@ -379,4 +396,32 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// The status of an exchange whose answer may be an endless stream (`GET /mcp`): the status
+/// line only, read within [`BOUND`].
+pub async fn status_only(url: &str, method: &str, headers: &[(&str, &str)]) -> u16 {
+    use tokio::io::AsyncWriteExt;
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let mut head =
+        format!("{method} /{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let io = async {
+        let mut stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line).await.unwrap();
+        line
+    };
+    let line = tokio::time::timeout(BOUND, io)
+        .await
+        .expect("a status line");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {line:?}"))
 }

@@ -34,6 +34,8 @@ pub(crate) struct RawIntrospection {
     pub client_secret_env: Option<String>,
     /// The file holding the client secret.
     pub client_secret_file: Option<PathBuf>,
+    /// Refuse answers without `iss` (RFC 7662 makes it optional; default false).
+    pub require_iss: Option<bool>,
 }
 
 /// `[auth]` as written in the file.
@@ -46,6 +48,11 @@ pub(crate) struct RawAuth {
     pub resource: Option<String>,
     /// The JWKS URL; discovered from the issuer's metadata when absent.
     pub jwks_uri: Option<String>,
+    /// Other `aud` values accepted besides `resource` (Entra's `api://…`, a GUID).
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    /// Require the JWT header's `typ` to be `at+jwt` (RFC 9068 §4).
+    pub require_at_jwt: Option<bool>,
     /// Clock skew allowed on `exp` and `nbf`.
     #[serde(default, with = "humantime_serde")]
     pub leeway: Option<Duration>,
@@ -81,6 +88,8 @@ pub struct Introspection {
     pub client_id: String,
     /// Where the client secret is.
     pub secret: SecretSource,
+    /// Answers without `iss` are refused.
+    pub require_iss: bool,
 }
 
 /// `[auth]`, validated.
@@ -92,6 +101,10 @@ pub struct AuthConfig {
     pub resource: String,
     /// A configured JWKS URL (else discovered).
     pub jwks_uri: Option<String>,
+    /// `aud` values accepted besides `resource`.
+    pub audiences: Vec<String>,
+    /// JWTs must carry `typ: at+jwt`.
+    pub require_at_jwt: bool,
     /// Skew on `exp` / `nbf`.
     pub leeway: Duration,
     /// Accepted algorithms, by their JOSE names.
@@ -137,6 +150,7 @@ impl RawIntrospection {
                 endpoint,
                 client_id,
                 secret,
+                require_iss: self.require_iss.unwrap_or(false),
             }),
         }
     }
@@ -162,6 +176,14 @@ impl RawAuth {
         let resource = url("resource", self.resource.as_ref(), true);
         let jwks_uri =
             Some(url("jwks_uri", self.jwks_uri.as_ref(), false)).filter(|u| !u.is_empty());
+        for a in &self.audiences {
+            if a.trim().is_empty() || a.chars().any(char::is_control) {
+                errors.push((
+                    "audiences",
+                    format!("{a:?} must be a non-empty identifier without control characters"),
+                ));
+            }
+        }
         if resource.contains('#') {
             errors.push(("resource", "must not have a fragment (RFC 8707 §2)".into()));
         }
@@ -215,6 +237,8 @@ impl RawAuth {
             issuer,
             resource,
             jwks_uri,
+            audiences: self.audiences.clone(),
+            require_at_jwt: self.require_at_jwt.unwrap_or(false),
             leeway,
             algorithms,
             scopes_supported: self.scopes_supported.clone(),

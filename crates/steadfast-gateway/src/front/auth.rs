@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Response, StatusCode};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use steadfast_oauth::{
@@ -152,7 +152,9 @@ impl Auth {
                     &a.resource,
                     a.fetch_timeout,
                 )?
-                .issuer(&a.issuer),
+                .also_audiences(a.audiences.iter().cloned())
+                .issuer(&a.issuer)
+                .require_issuer(i.require_iss),
             ),
             None => None,
         };
@@ -205,7 +207,7 @@ impl Auth {
             _ => self.validator.validate(token).await?,
         };
         let exp = claims.exp;
-        let identity = Arc::new(self.identity(claims));
+        let identity = Arc::new(self.identity(claims)?);
         self.cache().insert(key, identity.clone(), exp, now);
         Ok(identity)
     }
@@ -214,7 +216,14 @@ impl Auth {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn identity(&self, claims: Claims) -> Identity {
+    /// The identity of a verified token: sessions and call limits are keyed by its subject
+    /// ([`Claims::subject`]: `sub`, else `client_id`, else `azp`); a token naming none is
+    /// refused, since its holder could not be told from another such token's.
+    fn identity(&self, claims: Claims) -> Result<Identity, TokenError> {
+        let sub = claims
+            .subject()
+            .ok_or(TokenError::MissingClaim("sub"))?
+            .to_owned();
         let mut all = serde_json::Map::new();
         for (k, v) in [
             ("iss", claims.iss.clone().map(Value::from)),
@@ -229,21 +238,15 @@ impl Auth {
             }
         }
         all.extend(claims.extra.clone());
-        Identity {
-            // RFC 9068 §2.2 requires `sub`; a client-credentials token without one is its
-            // client's.
-            sub: claims
-                .sub
-                .clone()
-                .or_else(|| claims.client_id.clone())
-                .unwrap_or_default(),
+        Ok(Identity {
+            sub,
             scopes: claims.scope.clone(),
             claims: Value::Object(all),
             access: self
                 .policy
                 .clone()
                 .map(|policy| Arc::new(PolicyAccess { policy, claims }) as Arc<dyn Access>),
-        }
+        })
     }
 
     /// The refusal for a failed check: the check to the log, the RFC 6750 error to the client.
@@ -317,6 +320,7 @@ fn check_label(e: &TokenError) -> &'static str {
         TokenError::BadSignature => "bad_signature",
         TokenError::Expired { .. } => "expired",
         TokenError::NotYetValid { .. } => "not_yet_valid",
+        TokenError::IssuedInTheFuture { .. } => "issued_in_the_future",
         TokenError::WrongAudience => "wrong_audience",
         TokenError::WrongIssuer => "wrong_issuer",
         TokenError::MissingClaim(_) => "missing_claim",
@@ -335,6 +339,8 @@ fn jwt_config(a: &AuthConfig) -> JwtConfig {
         _ => None, // refused when the config was validated
     });
     JwtConfig::new(&a.issuer, &a.resource)
+        .also_audiences(a.audiences.iter().cloned())
+        .require_access_token_typ(a.require_at_jwt)
         .leeway(a.leeway)
         .algorithms(algorithms.collect::<Vec<_>>())
 }
@@ -379,18 +385,32 @@ impl Access for PolicyAccess {
     }
 }
 
-/// The credentials of an `Authorization: Bearer` header (the scheme is case-insensitive).
-fn bearer(req: &Request<hyper::body::Incoming>) -> Option<&str> {
-    let value = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim_start_matches(' '))
-        .filter(|t| !t.is_empty())
+/// The credentials of the request's `Authorization: Bearer` header (the scheme is
+/// case-insensitive, RFC 9110 §11.1): `Ok(None)` without one (or an empty one), the 400
+/// `invalid_request` refusal when the header is given more than once (RFC 6750 §3.1: a first-
+/// copy reader and a last-copy reader, a proxy and the gateway, would disagree on who calls).
+/// The one reader of the header, for static tokens and `[auth]` alike.
+pub(crate) fn bearer(headers: &hyper::HeaderMap) -> Result<Option<&str>, Box<Response<Body>>> {
+    let mut all = headers.get_all(hyper::header::AUTHORIZATION).iter();
+    let first = all.next();
+    if all.next().is_some() {
+        tracing::info!("[auth] a request with two Authorization headers was refused");
+        metrics::counter!("steadfast_auth_refused_total", "check" => "invalid_request")
+            .increment(1);
+        let mut r = full(
+            StatusCode::BAD_REQUEST,
+            "invalid_request: one Authorization header at most (RFC 6750 §3.1)\n",
+        );
+        set_challenge(&mut r, "Bearer error=\"invalid_request\"");
+        return Err(Box::new(r));
+    }
+    let token = first
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim_start_matches(' '))
+        .filter(|t| !t.is_empty());
+    Ok(token)
 }
 
 /// Constant-time equality, so a static token cannot be guessed byte by byte from timings.
@@ -398,68 +418,95 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The guard of `/mcp` under `[auth]`: `Ok(true)` lets the request in (with its [`Identity`]
-/// in the request's extensions for an OAuth token; none for a static token), `Ok(false)` when
-/// `[auth]` is not configured or the path is not `/mcp` (the static-token check applies), or
-/// the refusal to send. With `[auth]` but no static token, `/metrics` is refused.
-pub(crate) async fn guard(
+/// Who may come in to `/mcp` and `/metrics` (the only paths that reach here): `Ok(None)` for
+/// anyone when neither static tokens nor `[auth]` are configured, or for a static token
+/// (`--token-env`/`--token-file`, which sees everything); `Ok(Some(identity))` for a verified
+/// OAuth token; otherwise the refusal to send. With `[auth]`, `/metrics` takes only a static
+/// token (without one it stays closed).
+pub(crate) async fn admit(
     auth: Option<&Auth>,
-    req: &mut Request<hyper::body::Incoming>,
+    headers: &hyper::HeaderMap,
+    path: &str,
     static_tokens: &[String],
-) -> Result<bool, Response<Body>> {
+) -> Result<Option<Arc<Identity>>, Response<Body>> {
+    if auth.is_none() && static_tokens.is_empty() {
+        return Ok(None);
+    }
+    let token = bearer(headers).map_err(|r| *r)?;
+    let static_ok = token.is_some_and(|token| {
+        static_tokens
+            .iter()
+            .fold(false, |acc, t| acc | same(t.as_bytes(), token.as_bytes()))
+    });
+    if static_ok {
+        return Ok(None);
+    }
     let Some(auth) = auth else {
-        return Ok(false);
+        let mut r = full(
+            StatusCode::UNAUTHORIZED,
+            "a valid bearer token is required\n",
+        );
+        set_challenge(&mut r, "Bearer realm=\"steadfast\"");
+        return Err(r);
     };
-    if req.uri().path() == "/metrics" && static_tokens.is_empty() {
-        // OAuth tokens are for MCP clients; without a static token for the scraper, the
-        // metrics of a gateway that may listen beyond loopback stay closed.
+    if path == "/metrics" {
+        // OAuth tokens are for MCP clients; the metrics of a gateway that may listen beyond
+        // loopback are for the operator's scraper.
         return Err(full(
             StatusCode::UNAUTHORIZED,
             "/metrics takes a static token (--token-env or --token-file)\n",
         ));
     }
-    if req.uri().path() != "/mcp" {
-        return Ok(false);
-    }
-    let Some(token) = bearer(req) else {
+    let Some(token) = token else {
         tracing::info!("[auth] a request without a bearer token was refused");
         metrics::counter!("steadfast_auth_refused_total", "check" => "no_token").increment(1);
         let mut r = full(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
         set_challenge(&mut r, &steadfast_oauth::challenge_401(&auth.metadata_url));
         return Err(r);
     };
-    let static_ok = static_tokens
-        .iter()
-        .fold(false, |acc, t| acc | same(t.as_bytes(), token.as_bytes()));
-    if static_ok {
-        return Ok(true);
-    }
     match auth.check(token).await {
-        Ok(identity) => {
-            req.extensions_mut().insert(identity);
-            Ok(true)
-        }
+        Ok(identity) => Ok(Some(identity)),
         Err(e) => Err(auth.refuse(&e)),
     }
 }
 
-/// Binds the request's identity to its session (refused when the session is another
-/// subject's) and answers a call the token lacks a scope for with the 403 scope challenge.
-pub(crate) fn bind(
+/// The one check between a request's token and the session it names, for every method (POST,
+/// GET, DELETE): a session opened with an OAuth token is its subject's, and a token of another
+/// subject is refused (403) — a leaked `Mcp-Session-Id` gives neither the session's stream nor
+/// its end. A session opened with a static token refuses OAuth tokens (it has no subject to
+/// compare). A static token (`identity` None) is the operator's and passes. `opening`: the
+/// session is being opened by this request (its `initialize`), which binds the identity.
+pub(crate) fn claim(
     auth: Option<&Auth>,
     session: &crate::session::Session,
-    identity: Option<Arc<Identity>>,
-    body: &[u8],
+    identity: Option<&Arc<Identity>>,
+    opening: bool,
 ) -> Option<Response<Body>> {
-    let (auth, identity) = (auth?, identity?);
-    if session.identify(identity.clone()).is_err() {
+    let (_, identity) = (auth?, identity?);
+    let refused = if !opening && session.identity().is_none() {
+        true
+    } else {
+        session.identify(identity.clone()).is_err()
+    };
+    if refused {
         tracing::info!(session = %session.id, sub = %identity.sub, "[auth] a token of another subject was refused on a session");
+        metrics::counter!("steadfast_auth_refused_total", "check" => "other_subject").increment(1);
         return Some(full(
             StatusCode::FORBIDDEN,
             "this session belongs to another subject\n",
         ));
     }
-    auth.scope_challenge(&identity, body)
+    None
+}
+
+/// The 403 scope challenge for a call in `body` the token lacks a scope for (see
+/// [`Auth::scope_challenge`]); None without `[auth]`, for a static token, or when allowed.
+pub(crate) fn scope_challenge(
+    auth: Option<&Auth>,
+    identity: Option<&Arc<Identity>>,
+    body: &[u8],
+) -> Option<Response<Body>> {
+    auth?.scope_challenge(identity?, body)
 }
 
 #[cfg(test)]
@@ -500,6 +547,27 @@ mod tests {
             assert!(c.len() <= 3);
         }
         assert_eq!(c.get(&k("99"), 1_020).unwrap().sub, "x");
+    }
+
+    #[test]
+    fn one_reader_of_the_bearer_header() {
+        use hyper::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+        let of = |values: &[&'static str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(AUTHORIZATION, HeaderValue::from_static(v));
+            }
+            h
+        };
+        let token =
+            |values: &[&'static str]| super::bearer(&of(values)).ok().flatten().map(str::to_owned);
+        assert_eq!(token(&["Bearer abc"]).as_deref(), Some("abc"));
+        assert_eq!(token(&["bEaReR   abc"]).as_deref(), Some("abc"));
+        assert_eq!(token(&["Bearer "]), None, "an empty token is none");
+        assert_eq!(token(&["Basic abc"]), None);
+        assert_eq!(token(&[]), None);
+        let two = super::bearer(&of(&["Bearer a", "Bearer b"])).unwrap_err();
+        assert_eq!(two.status(), hyper::StatusCode::BAD_REQUEST);
     }
 
     #[test]

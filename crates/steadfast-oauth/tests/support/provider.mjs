@@ -11,10 +11,14 @@
 //   POST /admin/hang-jwks  GET /jwks never answers from now on
 //   POST /admin/ttl?seconds=N  access tokens issued from now on live N seconds (negative: born
 //                          expired, for a gateway's expiry check without waiting)
+//   POST /admin/sign       body {"header": {...}, "claims": {...}}: a JWT with exactly these
+//                          claims, signed with the current key (token shapes of other IdPs:
+//                          Keycloak, Entra, Auth0, Okta), answered as {"token": "..."}
+// Two clients with the same secret: `gateway` and `other` (two subjects, `sub` = client id).
 // Prints "READY <issuer>" on stdout once listening.
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { generateKeyPair, exportJWK } from 'jose';
+import { generateKeyPair, exportJWK, importJWK, SignJWT } from 'jose';
 import Provider from 'oidc-provider';
 
 const secret = process.env.OIDC_CLIENT_SECRET;
@@ -31,16 +35,29 @@ let hangJwks = false;
 let ttl = 300;
 let provider;
 
+function client(id) {
+  return {
+    client_id: id,
+    client_secret: secret,
+    grant_types: ['client_credentials'],
+    redirect_uris: [],
+    response_types: [],
+    scope: SCOPES,
+  };
+}
+
+async function sign(req) {
+  let raw = '';
+  for await (const chunk of req) raw += chunk;
+  const { header = {}, claims } = JSON.parse(raw);
+  const key = keys[0];
+  const jwt = new SignJWT(claims).setProtectedHeader({ typ: 'at+jwt', ...header, alg: 'RS256', kid: key.kid });
+  return jwt.sign(await importJWK(key, 'RS256'));
+}
+
 function build(issuer) {
   const p = new Provider(issuer, {
-    clients: [{
-      client_id: 'gateway',
-      client_secret: secret,
-      grant_types: ['client_credentials'],
-      redirect_uris: [],
-      response_types: [],
-      scope: SCOPES,
-    }],
+    clients: [client('gateway'), client('other')],
     jwks: { keys },
     scopes: SCOPES.split(' '),
     features: {
@@ -66,6 +83,11 @@ function build(issuer) {
 }
 
 const server = http.createServer(async (req, res) => {
+  if (req.method === 'POST' && req.url === '/admin/sign') {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ token: await sign(req) }));
+    return;
+  }
   if (req.method === 'POST' && req.url.startsWith('/admin/')) {
     if (req.url === '/admin/rotate') keys = [await newKey(), ...keys];
     else if (req.url === '/admin/drop-old') keys = keys.slice(0, 1);

@@ -55,6 +55,14 @@ impl ModernHeaders {
         h
     }
 
+    /// `MCP-Protocol-Version` names a modern version (2026-07-28): the client speaks that era
+    /// even when its body lacks the envelope.
+    pub(super) fn is_modern(&self) -> bool {
+        self.view()
+            .version
+            .is_some_and(|v| era::MODERN_VERSIONS.contains(&v))
+    }
+
     fn view(&self) -> era::Headers<'_> {
         fn text(v: &Option<hyper::header::HeaderValue>) -> Option<&str> {
             v.as_ref().and_then(|v| v.to_str().ok())
@@ -114,6 +122,31 @@ pub(super) struct Message {
     pub(super) id: Option<String>,
     pub(super) params: serde_json::Value,
     pub(super) raw: Option<std::ops::Range<usize>>,
+}
+
+impl Message {
+    /// A request sent with a modern version's headers but without the `_meta` envelope:
+    /// [`era::check`] then refuses it as the SDKs' servers do (-32602 naming what is missing),
+    /// rather than the client being told to initialize, which it never does.
+    pub(super) fn unenveloped(
+        kind: MessageKind,
+        method: &str,
+        id: Option<String>,
+        body: &[u8],
+    ) -> Self {
+        let params = Envelope::parse(body)
+            .ok()
+            .and_then(|(env, _)| env.params)
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        Self {
+            kind,
+            method: method.to_owned(),
+            id,
+            params,
+            raw: None,
+        }
+    }
 }
 
 /// A POST without a session is a modern client's when it is `server/discover` or its params'
@@ -188,7 +221,11 @@ impl Front {
         if let Some(d) = &self.durable {
             session.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
         }
-        if let Some(r) = super::super::auth::bind(self.auth.as_deref(), &session, identity, &body) {
+        let auth = self.auth.as_deref();
+        if let Some(r) = super::super::auth::claim(auth, &session, identity.as_ref(), true) {
+            return r; // (a throwaway session takes the token's subject: never refused)
+        }
+        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), &body) {
             return r; // [auth] a scope challenge
         }
         // Served as the session would serve the line, without decoding it again.

@@ -6,23 +6,6 @@ use super::sessions::end;
 use super::sse::{accepts_sse, post_stream};
 use super::*;
 
-/// The credentials of an `Authorization` header with the `Bearer` scheme, which is
-/// case-insensitive (RFC 9110 §11.1).
-fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim_start_matches(' '))
-}
-
-/// Constant-time equality, so a token cannot be guessed byte by byte from timings.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// How long a POST waits for its answer at most: a tool call is bounded by its own policy;
 /// this only keeps a lost answer from holding the connection for ever.
 pub(super) const ANSWER_BOUND: Duration = Duration::from_secs(600);
@@ -61,38 +44,7 @@ fn loopback_origin(origin: &str) -> bool {
 }
 
 impl Front {
-    /// Who may come in: `None` lets the request through, `Some` is the refusal to send.
-    /// The one place an authentication scheme hooks in.
-    fn authorize(&self, req: &Request<Incoming>) -> Option<Response<Body>> {
-        if self.options.tokens.is_empty() {
-            return None;
-        }
-        let given = req
-            .headers()
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer)
-            .unwrap_or("");
-        let ok = self
-            .options
-            .tokens
-            .iter()
-            .fold(false, |acc, t| acc | same(t.as_bytes(), given.as_bytes()));
-        if !ok {
-            let mut r = full(
-                StatusCode::UNAUTHORIZED,
-                "a valid bearer token is required\n",
-            );
-            r.headers_mut().insert(
-                hyper::header::WWW_AUTHENTICATE,
-                hyper::header::HeaderValue::from_static("Bearer realm=\"steadfast\""),
-            );
-            return Some(r);
-        }
-        None
-    }
-
-    pub(super) async fn handle(self: Arc<Self>, mut req: Request<Incoming>) -> Response<Body> {
+    pub(super) async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         if let Some(r) = self
             .auth
             .as_ref()
@@ -114,16 +66,17 @@ impl Front {
             "/mcp" | "/metrics" => {}
             _ => return full(StatusCode::NOT_FOUND, "not found\n"),
         }
-        let authorized =
-            match super::super::auth::guard(self.auth.as_deref(), &mut req, &self.options.tokens)
-                .await
-            {
-                Ok(done) => done,
-                Err(refused) => return refused,
-            };
-        if !authorized && let Some(refused) = self.authorize(&req) {
-            return refused;
-        }
+        let identity = match super::super::auth::admit(
+            self.auth.as_deref(),
+            req.headers(),
+            req.uri().path(),
+            &self.options.tokens,
+        )
+        .await
+        {
+            Ok(identity) => identity,
+            Err(refused) => return refused,
+        };
         if req.uri().path() == "/metrics" {
             let sessions = self
                 .sessions
@@ -158,45 +111,80 @@ impl Front {
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        match *req.method() {
-            hyper::Method::POST => self.post(session_id, req).await,
-            hyper::Method::GET => self.stream(session_id),
-            hyper::Method::DELETE => {
-                let gone = session_id.and_then(|id| {
-                    self.sessions
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&id)
-                });
-                match gone {
-                    Some((s, _)) => {
-                        end(&s);
-                        full(StatusCode::OK, "")
-                    }
-                    None => full(StatusCode::NOT_FOUND, "no such session\n"),
+        let session = match self.named_session(session_id.as_deref(), identity.as_ref()) {
+            Ok(session) => session,
+            Err(refused) => return *refused,
+        };
+        match (req.method().clone(), session) {
+            (hyper::Method::POST, session) => self.post(session, identity, req).await,
+            (hyper::Method::GET, Some(session)) => self.stream(session),
+            (hyper::Method::DELETE, Some(session)) => {
+                let gone = self
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&session.id);
+                if gone.is_some() {
+                    end(&session);
                 }
+                full(StatusCode::OK, "")
+            }
+            (hyper::Method::GET | hyper::Method::DELETE, None) => {
+                full(StatusCode::NOT_FOUND, "no such session\n")
             }
             _ => full(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE\n"),
         }
     }
 
+    /// The session a request names, checked against its token here, once, whatever the
+    /// method: a leaked session id with another subject's token gets neither the session's
+    /// stream (GET), nor its end (DELETE), nor its calls (POST). 404 for an unknown one.
+    fn named_session(
+        &self,
+        id: Option<&str>,
+        identity: Option<&Arc<crate::session::identity::Identity>>,
+    ) -> Result<Option<Arc<Session>>, Box<Response<Body>>> {
+        let Some(id) = id else { return Ok(None) };
+        // Looked at without marking it used: a refused request must not keep another
+        // subject's idle session alive.
+        let found = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .map(|(s, _)| s.clone());
+        let Some(s) = found else {
+            return Err(Box::new(full(
+                StatusCode::NOT_FOUND,
+                "no such session: initialize again\n",
+            )));
+        };
+        if let Some(refused) = super::super::auth::claim(self.auth.as_deref(), &s, identity, false)
+        {
+            return Err(Box::new(refused)); // [auth] another subject's session
+        }
+        // (Marked used now; ended meanwhile, it is still served as the request found it.)
+        Ok(Some(self.session(id).unwrap_or(s)))
+    }
+
+    /// A POST to `existing` (the session it names, already claimed: `handle`) or to none.
     async fn post(
         self: &Arc<Self>,
-        session_id: Option<String>,
-        mut req: Request<Incoming>,
+        existing: Option<Arc<Session>>,
+        identity: Option<Arc<crate::session::identity::Identity>>,
+        req: Request<Incoming>,
     ) -> Response<Body> {
         let sse = accepts_sse(req.headers().get(hyper::header::ACCEPT));
-        let identity = req.extensions_mut().remove(); // [auth]
         let trace = trace_header(req.headers());
         let modern_headers = ModernHeaders::of(req.headers(), sse);
-        let body = match self.read_body(req.into_body(), trace).await {
+        let body = match self.read_body(req, trace).await {
             Ok(b) => b,
             Err(too_large) => return too_large,
         };
         // A modern client's request is decoded here, once (`modern_params`).
         let mut modern = None;
         let parsed = Envelope::parse(&body).map(|(env, kind)| {
-            if session_id.is_none() {
+            if existing.is_none() {
                 modern = super::modern::modern_params(&env, &body);
             }
             (
@@ -205,11 +193,11 @@ impl Front {
                 env.id.map(|i| i.get().to_owned()),
             )
         });
-        let (session, new) = match (&session_id, &parsed) {
-            (Some(id), _) => match self.session(id) {
-                Some(s) => (s, false),
-                None => return full(StatusCode::NOT_FOUND, "no such session: initialize again\n"),
-            },
+        if let Err(malformed) = &parsed {
+            return bad_message(&body, malformed);
+        }
+        let (session, new) = match (existing, &parsed) {
+            (Some(s), _) => (s, false),
             (None, Ok((MessageKind::Request, Some(m), _))) if m == "initialize" => {
                 match self.open_session() {
                     Some(s) => (s, true),
@@ -231,6 +219,13 @@ impl Front {
                     .post_modern(&modern_headers, message, body, identity)
                     .await;
             }
+            // Sent with a modern version's headers but without the `_meta` envelope.
+            (None, Ok((kind, Some(m), id))) if modern_headers.is_modern() => {
+                let message = super::modern::Message::unenveloped(*kind, m, id.clone(), &body);
+                return self
+                    .post_modern(&modern_headers, message, body, identity)
+                    .await;
+            }
             (None, _) => {
                 return full(
                     StatusCode::BAD_REQUEST,
@@ -239,8 +234,12 @@ impl Front {
             }
         };
         let _opening = new.then(|| Opening(&self.opening));
-        if let Some(r) = super::super::auth::bind(self.auth.as_deref(), &session, identity, &body) {
-            return r; // [auth] another subject's session, or a scope challenge
+        let auth = self.auth.as_deref();
+        if new && let Some(r) = super::super::auth::claim(auth, &session, identity.as_ref(), true) {
+            return r; // (a new session takes the token's subject: never refused)
+        }
+        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), &body) {
+            return r; // [auth] a scope challenge
         }
         // `initialize` is always answered with JSON: nothing relates to it, and the session
         // is kept only once its answer is known to be a success.
@@ -274,26 +273,45 @@ impl Front {
     /// headers' context adopted into its `_meta` when traced.
     async fn read_body(
         &self,
-        body: Incoming,
+        req: Request<Incoming>,
         trace: Option<crate::wire::trace_context::TraceParent>,
     ) -> Result<Bytes, Response<Body>> {
         let max = self.config.upstream_settings().max_message_size;
-        match Limited::new(body, max).collect().await {
-            Ok(b) => {
-                let b = b.to_bytes();
-                // (Rewritten only when traced and the header is set: `trace_header`.)
-                Ok(
-                    match trace.and_then(|t| crate::wire::trace_context::adopt(&b, &t)) {
-                        Some(line) => Bytes::from(line),
-                        None => b,
-                    },
-                )
-            }
-            Err(_) => Err(full(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the message exceeds max_message_size ({max} bytes)\n"),
-            )),
+        if waits_to_send_too_much(req.headers(), max) {
+            // Refused before the client sends it: nothing to drain, no 100 Continue.
+            return Err(too_large_message(max));
         }
+        let mut body = req.into_body();
+        // Chunks kept as they came (one chunk, the common case, is never copied).
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut len = 0usize;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return Err(full(
+                    StatusCode::BAD_REQUEST,
+                    "the body could not be read\n",
+                ));
+            };
+            let Ok(data) = frame.into_data() else {
+                continue; // trailers
+            };
+            len = len.saturating_add(data.len());
+            if len > max {
+                return Err(too_large(body, max).await);
+            }
+            chunks.push(data);
+        }
+        let b = match chunks.len() {
+            1 => chunks.pop().unwrap_or_default(),
+            _ => Bytes::from(chunks.concat()),
+        };
+        // (Rewritten only when traced and the header is set: `trace_header`.)
+        Ok(
+            match trace.and_then(|t| crate::wire::trace_context::adopt(&b, &t)) {
+                Some(line) => Bytes::from(line),
+                None => b,
+            },
+        )
     }
 
     /// A session for an `initialize` without one, counted against `max_sessions` until its
@@ -363,6 +381,89 @@ impl Front {
         }
         r
     }
+}
+
+/// How much of an oversized body is read and dropped at most, and for how long, before the 413.
+const DRAIN_BYTES: usize = 64 * 1024 * 1024;
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// The 413 for a body over `max`, once the rest of it is read and dropped (at most
+/// [`DRAIN_BYTES`], within [`DRAIN_TIME`]): a client that sends its whole body before reading
+/// (as the SDKs do, without `Expect: 100-continue`) then reads the 413, where closing with its
+/// bytes unread made the kernel reset the connection under it. Beyond the bound the connection
+/// is closed after the answer (`Connection: close`).
+async fn too_large(mut rest: Incoming, max: usize) -> Response<Body> {
+    let drain = async {
+        let mut left = DRAIN_BYTES;
+        while let Some(frame) = rest.frame().await {
+            let Ok(frame) = frame else { return false };
+            let n = frame.data_ref().map_or(0, Bytes::len);
+            let Some(l) = left.checked_sub(n) else {
+                return false;
+            };
+            left = l;
+        }
+        true
+    };
+    let drained = tokio::time::timeout(DRAIN_TIME, drain)
+        .await
+        .unwrap_or(false);
+    let mut r = too_large_message(max);
+    if !drained {
+        r.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+    }
+    r
+}
+
+fn too_large_message(max: usize) -> Response<Body> {
+    full(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the message exceeds max_message_size ({max} bytes)\n"),
+    )
+}
+
+/// The request declares a body over `max` and waits for `100 Continue` before sending it.
+fn waits_to_send_too_much(h: &hyper::HeaderMap, max: usize) -> bool {
+    let expects = h
+        .get(hyper::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let declared = h
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    expects && declared.is_some_and(|n| n > max as u64)
+}
+
+/// The answer to a POST whose body is no JSON-RPC message, as the SDKs' servers give it: 400
+/// with a JSON-RPC error, `-32700` when the body is not JSON (truncated, say), `-32600` when it
+/// is JSON but no message (`id` kept when it could be read). Whatever the era and whether a
+/// session is named: a client reads the error where it awaits its answer.
+fn bad_message(body: &[u8], malformed: &crate::wire::jsonrpc::Malformed) -> Response<Body> {
+    use crate::wire::jsonrpc::{Malformed, error_response};
+    let line = match (
+        serde_json::from_slice::<serde::de::IgnoredAny>(body),
+        malformed,
+    ) {
+        (Err(e), _) => error_response("null", -32700, &format!("Parse error: {e}")),
+        (Ok(_), Malformed::Invalid { id, code, message }) => {
+            error_response(id.as_deref().unwrap_or("null"), *code, message)
+        }
+        (Ok(_), Malformed::Batch(_)) => error_response(
+            "null",
+            -32600,
+            "invalid request: batches are not allowed (MCP 2025-06-18 removed them)",
+        ),
+        (Ok(_), Malformed::NotJson) => error_response(
+            "null",
+            -32600,
+            "invalid request: a JSON-RPC message is a JSON object",
+        ),
+    };
+    let mut r = json_response(line);
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    r
 }
 
 /// An `initialize` under way, counted against `max_sessions` until this is dropped (answered,

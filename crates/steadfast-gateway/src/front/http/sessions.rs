@@ -50,10 +50,7 @@ impl Front {
     }
 
     /// The session's own stream: every message queued for it, as server-sent events.
-    pub(super) fn stream(&self, session_id: Option<String>) -> Response<Body> {
-        let Some(session) = session_id.and_then(|id| self.session(&id)) else {
-            return full(StatusCode::NOT_FOUND, "no such session\n");
-        };
+    pub(super) fn stream(&self, session: Arc<Session>) -> Response<Body> {
         // One message in the channel at a time: when the client goes away, what could not be
         // delivered goes back to the queue for its next stream, not into a dead buffer.
         let (tx, rx) = mpsc::channel::<Bytes>(1);
