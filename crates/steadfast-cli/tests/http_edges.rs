@@ -117,7 +117,7 @@ async fn an_oversized_body_sent_whole_gets_its_413() {
             "{}",
             &text[..text.len().min(200)]
         );
-        assert!(text.contains("max_message_size (1048576 bytes)"), "{text}");
+        assert!(text.contains("max_request_size (1048576 bytes)"), "{text}");
     }
     // A client that waits for `100 Continue` is refused before it sends the body.
     let rest = f.url.strip_prefix("http://").unwrap();

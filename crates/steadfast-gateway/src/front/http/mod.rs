@@ -10,7 +10,7 @@
 //! Security, as the MCP spec asks of HTTP servers: bind to loopback by default; bearer tokens
 //! compared in constant time (401 with `WWW-Authenticate` otherwise); an `Origin` header must
 //! be on the allow-list (403 otherwise: the DNS-rebinding warning); request bodies are capped
-//! at `max_message_size` (413, sent once the rest of the body is read and dropped — at most
+//! at `max_request_size` (413, sent once the rest of the body is read and dropped — at most
 //! 64 MiB within 10 s — so a client that sends its whole body first reads it rather than a
 //! reset); a body that is no JSON-RPC message gets 400 with a JSON-RPC error (`-32700` not JSON,
 //! `-32600` not a message); sessions are capped (503 when full); a connection that does not

@@ -269,14 +269,15 @@ impl Front {
         }
     }
 
-    /// A POST's body, at most `max_message_size` bytes (413 otherwise), with the trace
+    /// A POST's body, at most `max_request_size` bytes (413 otherwise; the cap on what clients
+    /// send, as on the stdio front), with the trace
     /// headers' context adopted into its `_meta` when traced.
     async fn read_body(
         &self,
         req: Request<Incoming>,
         trace: Option<crate::wire::trace_context::TraceParent>,
     ) -> Result<Bytes, Response<Body>> {
-        let max = self.config.upstream_settings().max_message_size;
+        let max = self.config.limits.max_request_size;
         if waits_to_send_too_much(req.headers(), max) {
             // Refused before the client sends it: nothing to drain, no 100 Continue.
             return Err(too_large_message(max));
@@ -421,7 +422,7 @@ async fn too_large(mut rest: Incoming, max: usize) -> Response<Body> {
 fn too_large_message(max: usize) -> Response<Body> {
     full(
         StatusCode::PAYLOAD_TOO_LARGE,
-        format!("the message exceeds max_message_size ({max} bytes)\n"),
+        format!("the message exceeds max_request_size ({max} bytes)\n"),
     )
 }
 
