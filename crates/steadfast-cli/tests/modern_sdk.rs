@@ -514,3 +514,59 @@ async fn a_modern_http_upstreams_header_mirrored_argument_gets_its_mcp_param_hea
         }
     }
 }
+
+/// The Python SDK's own streamable-HTTP server as an upstream, in every mode users run it:
+/// mcp 1.30's FastMCP in its default (stateful) mode answers the `server/discover` probe with
+/// 400 "Missing session ID" and a fresh `Mcp-Session-Id`; that id belongs to nothing the
+/// gateway asked for (a session is given with the `initialize` result), so `initialize`
+/// follows without it. Stateless mode, and the SDK 2.x server in both modes, too. Each through
+/// the stdio and the HTTP front, with the 1.30 client (`legacy_client.py`) and the 2.x client
+/// in `auto` mode.
+#[tokio::test]
+#[ignore = "needs the Python MCP SDK 1.30 (STEADFAST_TEST_MCP_PYTHON) and 2.x (STEADFAST_TEST_MCP2_PYTHON)"]
+async fn python_sdk_http_servers_in_every_mode_are_upstreams() {
+    let legacy_python = std::env::var("STEADFAST_TEST_MCP_PYTHON").expect(
+        "set STEADFAST_TEST_MCP_PYTHON to a python with mcp==1.30.0 (scripts/tasks-sdk.sh)",
+    );
+    for (server_python, mode) in [
+        (legacy_python.clone(), "stateful"),
+        (legacy_python.clone(), "stateless"),
+        (python2(), "stateful"),
+        (python2(), "stateless"),
+    ] {
+        let mut cmd = tokio::process::Command::new(&server_python);
+        cmd.args([support("sdk_http_server.py"), mode.to_owned()]);
+        let (_server, upstream_url) = http_server(cmd).await;
+        let c = Temp::new("sdk-http-upstream-config");
+        std::fs::write(
+            &c.0,
+            format!(
+                "[proxy]\ninit_timeout = \"20s\"\nreconnect_wait = \"10s\"\n\
+                 [upstream]\nurl = \"{upstream_url}\"\n"
+            ),
+        )
+        .unwrap();
+        let what = format!("{server_python} {mode}");
+        let stdio = vec![
+            "--".to_owned(),
+            env!("CARGO_BIN_EXE_steadfast").to_owned(),
+            "proxy".to_owned(),
+            "--config".to_owned(),
+            c.path().to_owned(),
+        ];
+        let (_gw, url) = http_gateway(&c, &[]).await;
+        for target in [stdio, vec![url.clone()]] {
+            let out = client(&legacy_python, "legacy_client.py", &target).await;
+            assert_eq!(out["server_name"], "sdk-http-python", "{what}: {out}");
+            assert_eq!(out["echo"][0], "from 2025", "{what} {target:?}: {out}");
+            let mut args = vec!["auto".to_owned()];
+            args.extend(target.iter().cloned());
+            let out = client(&python2(), "modern_client.py", &args).await;
+            assert_eq!(
+                out["echo"][0], "through steadfast",
+                "{what} {target:?}: {out}"
+            );
+            assert_eq!(out["echo_is_error"], false, "{what} {target:?}: {out}");
+        }
+    }
+}

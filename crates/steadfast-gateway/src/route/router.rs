@@ -17,6 +17,9 @@ use crate::route::tools::Tools;
 use crate::route::topology::{Topology, UpstreamSet};
 use crate::upstream::{Downstream, Upstream};
 
+mod variants;
+pub(crate) use variants::{of_initialize, of_modern};
+
 /// Most names a route remembers per kind (tools, prompts) and URIs per upstream: an upstream
 /// that lists without end cannot grow the gateway's memory without end. Each complete list
 /// replaces what the previous one taught, so a full table never stays full of names the
@@ -133,6 +136,10 @@ pub struct Router {
     /// The front's `subscriptions/listen` streams (MCP 2026-07-28 clients): every upstream
     /// publishes its announcements there.
     changes: Arc<crate::upstream::changes::Changes>,
+    /// Started by the gateway before any client (`start_early`, the HTTP front): clients
+    /// declaring other capabilities get connections of their own (`variants.rs`).
+    early: std::sync::atomic::AtomicBool,
+    variants: variants::Variants,
 }
 
 impl std::fmt::Debug for Router {
@@ -174,6 +181,8 @@ impl Router {
             started: std::sync::Mutex::default(),
             relist: RelistGate::default(),
             level: Mutex::default(),
+            early: std::sync::atomic::AtomicBool::new(false),
+            variants: variants::Variants::default(),
         })
     }
 
@@ -228,6 +237,7 @@ impl Router {
             let mut started = self.started.lock().unwrap_or_else(|e| e.into_inner());
             if started.0.is_none() {
                 started.0 = Some(params.clone());
+                self.early.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
         for r in self.routes().iter() {
@@ -557,12 +567,10 @@ impl Router {
                 self.next_routes(separator, &config, &current, &mut changes)?
             }
         };
-        let removed: Vec<Arc<Route>> = current
+        for r in current
             .iter()
             .filter(|r| !next.iter().any(|n| Arc::ptr_eq(n, r)))
-            .cloned()
-            .collect();
-        for r in &removed {
+        {
             if !changes.iter().any(|c| c.contains(&format!("`{}`", r.name))) {
                 changes.push(format!("upstream `{}` removed", r.name));
             }
@@ -570,6 +578,20 @@ impl Router {
         for r in &next {
             r.tools.reload(config.clone());
         }
+        self.reload_variants(&config, &next);
+        self.install(config, next, &added);
+        Ok(changes)
+    }
+
+    /// Puts `config` and `next` in force: routes no longer in `next` stopped, `added` started
+    /// for every client so far, and the clients and listens told when the set changed.
+    fn install(&self, config: Arc<crate::Config>, next: Vec<Arc<Route>>, added: &[Arc<Route>]) {
+        let current = self.routes();
+        let removed: Vec<Arc<Route>> = current
+            .iter()
+            .filter(|r| !next.iter().any(|n| Arc::ptr_eq(n, r)))
+            .cloned()
+            .collect();
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
         *self.routes.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
         for r in &removed {
@@ -585,7 +607,10 @@ impl Router {
             (started.0.clone(), clients)
         };
         if let Some(params) = params {
-            for r in &added {
+            for r in added {
+                if clients.is_empty() {
+                    r.upstream.start_alone(&params);
+                }
                 for c in &clients {
                     r.upstream.start(&params, c.clone());
                 }
@@ -599,7 +624,6 @@ impl Router {
             }
             self.changes.publish_all_lists();
         }
-        Ok(changes)
     }
 
     /// With several upstreams, the routes `config` names: those unchanged kept, the new or
@@ -646,7 +670,10 @@ impl Router {
 
     /// Stops every upstream and waits (bounded by their shutdown grace) until they are gone.
     pub(crate) async fn shutdown(&self) {
-        let routes = self.routes();
+        let mut routes = self.routes().to_vec();
+        for v in self.variants() {
+            routes.extend(v.routes().iter().cloned());
+        }
         for r in routes.iter() {
             r.upstream.shutdown();
         }
@@ -673,127 +700,17 @@ impl Router {
 }
 
 /// The `initialize` params the gateway sends an upstream it starts before any client came: the
-/// newest handshake-era revision, and the client capabilities the gateway relays (the server's
-/// requests go to the client whose request they relate to, else the most recent one).
+/// newest handshake-era revision and no client capabilities — what a server offers a client
+/// that declares none. A client that declares some is served by connections started with them
+/// (`variants.rs`), whose server requests go to the clients of that set.
 pub(crate) fn gateway_init_params() -> String {
     serde_json::json!({
         "protocolVersion": "2025-11-25",
-        "capabilities": {"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}},
+        "capabilities": {},
         "clientInfo": {"name": "steadfast-gateway", "version": env!("CARGO_PKG_VERSION")},
     })
     .to_string()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn router_with(names: &[&str]) -> (Arc<Router>, Arc<Route>) {
-        let config = Arc::new(crate::Config::default());
-        let set = UpstreamSet::Named(vec![crate::config::NamedUpstream {
-            name: "c".into(),
-            spec: steadfast_mcp::Upstream::command("true", Vec::<String>::new()),
-            budget: None,
-        }]);
-        let router =
-            Router::build(set, &config, &crate::route::shared::SharedState::default()).unwrap();
-        let route = router.first();
-        let tools: Vec<_> = names.iter().map(|n| json!({"name": n})).collect();
-        route.upstream.learn_tools(&json!({ "tools": tools }), true);
-        (router, route)
-    }
-
-    #[test]
-    fn colliding_names_get_the_same_names_whatever_the_order() {
-        for order in [["get_file", "get.file"], ["get.file", "get_file"]] {
-            let (router, route) = router_with(&order);
-            let named: Vec<String> = order
-                .iter()
-                .map(|o| router.expose(&route, Kind::Tool, o).unwrap())
-                .collect();
-            let plain = if order[0] == "get_file" {
-                &named[0]
-            } else {
-                &named[1]
-            };
-            let other = if order[0] == "get_file" {
-                &named[1]
-            } else {
-                &named[0]
-            };
-            assert_eq!(plain, "c_get_file");
-            assert!(other.starts_with("c_get_file-"), "{other}");
-            assert_eq!(
-                router.resolve(Kind::Tool, other).map(|(_, o)| o).as_deref(),
-                Some("get.file")
-            );
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn relists_for_unknown_uris_are_single_flight_and_rate_bounded() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let gate = Arc::new(RelistGate::default());
-        let runs = Arc::new(AtomicUsize::new(0));
-        let relist = |runs: Arc<AtomicUsize>| async move {
-            runs.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        };
-        // 20 misses at once: one relist; the others wait for it and do not start their own.
-        let misses: Vec<_> = (0..20)
-            .map(|_| {
-                let (gate, runs) = (gate.clone(), runs.clone());
-                tokio::spawn(async move { gate.run(|| false, relist(runs)).await })
-            })
-            .collect();
-        let mut ran = 0;
-        for m in misses {
-            ran += usize::from(m.await.unwrap());
-        }
-        assert_eq!((ran, runs.load(Ordering::SeqCst)), (1, 1));
-        // Within RELIST_EVERY of its end, none; after it, one again.
-        tokio::time::advance(RELIST_EVERY - Duration::from_millis(1)).await;
-        assert!(!gate.run(|| false, relist(runs.clone())).await);
-        tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(gate.run(|| false, relist(runs.clone())).await);
-        assert_eq!(runs.load(Ordering::SeqCst), 2);
-        // Found meanwhile (another's relist taught it): no relist, whatever the time.
-        tokio::time::advance(RELIST_EVERY * 2).await;
-        assert!(!gate.run(|| true, relist(runs.clone())).await);
-        assert_eq!(runs.load(Ordering::SeqCst), 2);
-    }
-
-    #[test]
-    fn a_relist_replaces_what_the_previous_list_taught() {
-        let (router, route) = router_with(&[]);
-        for i in 0..MAX_NAMES {
-            router.expose(&route, Kind::Prompt, &format!("p{i}"));
-        }
-        // Full: a new name is not remembered, so a rewritten one resolves wrongly.
-        router.expose(&route, Kind::Prompt, "get.file");
-        let wrong = router
-            .resolve(Kind::Prompt, "c_get_file")
-            .map(|(_, o)| o.into_owned());
-        assert_eq!(wrong.as_deref(), Some("get_file"));
-        let relisted = HashMap::from([("c_get_file".to_owned(), "get.file".to_owned())]);
-        router.relisted(&route, Relisted::Names(Kind::Prompt, relisted));
-        let (_, original) = router.resolve(Kind::Prompt, "c_get_file").unwrap();
-        assert_eq!(original, "get.file");
-        assert_eq!(route.names.read().unwrap().prompts.len(), 1);
-        router.relisted(&route, Relisted::Uris(HashSet::from(["a://1".to_owned()])));
-        assert!(router.route_uri("a://1").is_some());
-        router.relisted(&route, Relisted::Uris(HashSet::new()));
-        assert!(router.route_uri("a://1").is_none());
-    }
-
-    #[test]
-    fn a_rewritten_name_resolves_before_any_client_listed_it() {
-        let (router, _) = router_with(&["files.read"]);
-        let (_, original) = router.resolve(Kind::Tool, "c_files_read").unwrap();
-        assert_eq!(original, "files.read");
-        let (_, original) = router.resolve(Kind::Tool, "c_not_listed").unwrap();
-        assert_eq!(original, "not_listed");
-        assert!(router.resolve(Kind::Tool, "d_x").is_none());
-    }
-}
+mod tests;

@@ -4,8 +4,9 @@
 //! Nothing waits on an upstream that is down: the handshake answers once every upstream is
 //! connected or `list_timeout` has passed (whichever comes first; only when none is connected
 //! does it wait out `init_timeout`), and a list answers with what the connected upstreams
-//! listed within `list_timeout`. An upstream missing from an answer is watched, and the client
-//! is told its lists changed when it comes back.
+//! listed within `list_timeout` — an upstream still on its first start is waited for within
+//! that bound, so a client's first list is complete. An upstream missing from an answer is
+//! watched, and the client is told its lists changed when it comes back.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -360,7 +361,19 @@ impl Session {
         capability: &str,
     ) -> Result<Vec<Value>, String> {
         let upstream = &route.upstream;
-        let Some(link) = upstream.live_link() else {
+        let bound = self.router.config().list_timeout;
+        let deadline = tokio::time::Instant::now() + bound;
+        let link = match upstream.live_link() {
+            Some(link) => Some(link),
+            // Still on its first start (the gateway, or this client's first request, just
+            // started it): waited for within the list's bound, so a first list is complete.
+            None if upstream.is_starting() => {
+                let _ = upstream.wait_connected(bound).await;
+                upstream.live_link()
+            }
+            None => None,
+        };
+        let Some(link) = link else {
             return Err(upstream
                 .down_reason()
                 .unwrap_or_else(|| "not connected".to_owned()));
@@ -368,7 +381,6 @@ impl Session {
         if !upstream.offers(capability) {
             return Ok(Vec::new());
         }
-        let bound = self.router.config().list_timeout;
         // A gathered list is at most as large as one message from the upstream could be.
         let cap = upstream.settings().max_message_size;
         let gather = async {
@@ -435,7 +447,7 @@ impl Session {
             }
             Ok(out)
         };
-        tokio::time::timeout(bound, gather)
+        tokio::time::timeout_at(deadline, gather)
             .await
             .map_err(|_| format!("it did not answer {method} within {bound:?}"))?
     }
@@ -553,10 +565,13 @@ impl Session {
                         .is_ok()
                 {
                     tracing::info!(upstream = %route.name, "an upstream missing from a list is back; the client is told");
+                    // Through the client's filter: a modern client gets these only on its
+                    // listens (stamped, `announce_first_connection` and the supervisor).
                     for method in CHANGED {
-                        me.client
-                            .out
-                            .push_notification(jsonrpc::notification(method, None));
+                        crate::upstream::Downstream::push_notification(
+                            &*me.client,
+                            jsonrpc::notification(method, None),
+                        );
                     }
                     return;
                 }

@@ -280,13 +280,15 @@ impl Session {
                 return;
             }
         };
-        if let Some(id) = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()) {
-            let mut current = self.session_id.write().unwrap_or_else(|e| e.into_inner());
-            if current.is_none() {
-                *current = Some(id.to_owned());
-            }
-        }
+        let orphan = resp
+            .headers()
+            .get(SESSION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|id| self.adopt(id, resp.status().is_success()));
         if self.refused(&mut resp, had_session, request).await {
+            if let Some(id) = orphan {
+                self.forget(id).await;
+            }
             return;
         }
         let status = resp.status();
@@ -317,6 +319,43 @@ impl Session {
                 );
             }
         }
+    }
+
+    /// Takes the server's `Mcp-Session-Id` as this connection's session when it has none and
+    /// the answer carrying it was a success (the session comes with the `initialize` result).
+    /// An id on a refusal is not ours: the Python SDK 1.x's stateful server answers the
+    /// `server/discover` probe with 400 "Missing session ID" and a fresh id, and refuses
+    /// `initialize` sent with that id as 404 "Session not found". Such an id is returned, to
+    /// be deleted ([`Session::forget`]).
+    fn adopt(&self, id: &str, success: bool) -> Option<String> {
+        let mut current = self.session_id.write().unwrap_or_else(|e| e.into_inner());
+        if current.is_some() {
+            return None;
+        }
+        if !success {
+            return Some(id.to_owned());
+        }
+        *current = Some(id.to_owned());
+        None
+    }
+
+    /// Deletes a session the server opened on a request it refused (best effort, within
+    /// `request_timeout`): the server would keep it until it ends.
+    async fn forget(&self, id: String) {
+        let Ok(value) = HeaderValue::from_str(&id) else {
+            return;
+        };
+        let req = self
+            .client
+            .delete(&self.url)
+            .headers(self.headers.clone())
+            .header(SESSION, value);
+        let _ = tokio::time::timeout(self.bound, async {
+            if let Ok(req) = self.authorize(req).await {
+                let _ = req.send().await;
+            }
+        })
+        .await;
     }
 
     /// A POST of `line`: its routing headers (modern requests), its trace context, the

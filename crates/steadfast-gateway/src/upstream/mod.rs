@@ -84,6 +84,9 @@ pub(crate) struct Upstream {
     spec: UpstreamSpec,
     settings: Settings,
     state: watch::Sender<LinkState>,
+    /// Never marked seen: whether the supervisor has published anything yet (see
+    /// [`Upstream::is_starting`]).
+    first: watch::Receiver<LinkState>,
     /// Keyed by our own sequential ids: a fast hasher (no peer chooses them).
     pending: Mutex<HashMap<u64, Pending, foldhash::fast::FixedState>>,
     next_id: AtomicU64,
@@ -147,12 +150,13 @@ impl Upstream {
         spec: UpstreamSpec,
         settings: Settings,
     ) -> Arc<Self> {
-        let (state, _) = watch::channel(LinkState::Down("not started".into()));
+        let (state, first) = watch::channel(LinkState::Down("not started".into()));
         Arc::new(Self {
             name: name.into(),
             spec,
             settings,
             state,
+            first,
             pending: Mutex::default(),
             next_id: AtomicU64::new(1),
             init_params: OnceLock::new(),
@@ -245,6 +249,31 @@ impl Upstream {
         let _ = self.init_params.set(init_params.to_owned());
         if self.started.set(()).is_ok() {
             tokio::spawn(supervisor::run(self.clone()));
+            tokio::spawn(self.clone().announce_first_connection());
+        }
+    }
+
+    /// Tells the front's listeners when the first connection is up: a list answered while the
+    /// upstream was still starting (after the list's bound) went without it, and a client
+    /// that listens is owed a `list_changed` (restarts are announced by the supervisor).
+    async fn announce_first_connection(self: Arc<Self>) {
+        let mut rx = self.state.subscribe();
+        let up = async {
+            loop {
+                if matches!(&*rx.borrow_and_update(), LinkState::Up(_)) {
+                    return true;
+                }
+                if rx.changed().await.is_err() {
+                    return false;
+                }
+            }
+        };
+        let up = tokio::select! {
+            up = up => up,
+            _ = self.shutdown.cancelled() => false,
+        };
+        if let (true, Some(changes)) = (up, self.changes()) {
+            changes.publish_all_lists();
         }
     }
 
@@ -261,6 +290,12 @@ impl Upstream {
     /// Whether the supervisor has started.
     pub(crate) fn is_started(&self) -> bool {
         self.started.get().is_some()
+    }
+
+    /// Whether the upstream is on its first start: started, and neither connected nor failed
+    /// yet (a list waits for such an upstream rather than answer without it).
+    pub(crate) fn is_starting(&self) -> bool {
+        self.is_started() && !self.first.has_changed().unwrap_or(true)
     }
 
     /// Stops the supervisor and the connection (the child is terminated).

@@ -212,10 +212,14 @@ impl Front {
         }
         let limits = self.config.limits;
         let client = Client::transient(limits.max_queued_notifications);
+        // Served by the upstream connections started with the capabilities it declares.
+        let router = self
+            .router
+            .for_capabilities(&crate::route::router::of_modern(&params));
         let session = Session::stateless(
             modern_id(crate::wire::secret_id::unique_u128()),
             client,
-            self.router.clone(),
+            router,
             limits,
         );
         if let Some(d) = &self.durable {

@@ -199,7 +199,7 @@ impl Front {
         let (session, new) = match (existing, &parsed) {
             (Some(s), _) => (s, false),
             (None, Ok((MessageKind::Request, Some(m), _))) if m == "initialize" => {
-                match self.open_session() {
+                match self.open_session(&body) {
                     Some(s) => (s, true),
                     None => return full(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n"),
                 }
@@ -315,9 +315,10 @@ impl Front {
         )
     }
 
-    /// A session for an `initialize` without one, counted against `max_sessions` until its
-    /// answer (release with [`Opening`]); `None` when the sessions are full.
-    fn open_session(&self) -> Option<Arc<Session>> {
+    /// A session for an `initialize` without one (`body`), counted against `max_sessions`
+    /// until its answer (release with [`Opening`]); `None` when the sessions are full. Its
+    /// upstream connections are those started with the capabilities it declares.
+    fn open_session(&self, body: &[u8]) -> Option<Arc<Session>> {
         {
             // The check and the reservation under one lock: concurrent initializes cannot all
             // pass it.
@@ -332,7 +333,8 @@ impl Front {
         let id = crate::wire::secret_id::random_hex();
         let limits = self.config.limits;
         let client = Client::new(limits.max_queued_notifications);
-        let s = Session::with_id(id, client, self.router.clone(), limits);
+        let caps = crate::route::router::of_initialize(body);
+        let s = Session::with_id(id, client, self.router.for_capabilities(&caps), limits);
         if let Some(d) = &self.durable {
             s.extend(crate::tasks::SessionTasks::new(d.clone())); // [tasks]
         }

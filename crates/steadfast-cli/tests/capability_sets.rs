@@ -1,0 +1,141 @@
+//! What a client lists through the HTTP front is what it would list direct, whatever
+//! capabilities it declares: a server whose tools depend on the client's capabilities
+//! (`support/caps_server.py`, as server-everything's do) is asked directly and through the
+//! gateway, by handshake-era clients (`initialize`) and by modern POSTs (the envelope's
+//! capabilities), for several capability sets.
+
+#[path = "support/http_client.rs"]
+mod http_client;
+#[path = "support/raw_client.rs"]
+mod raw_client;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use raw_client::RawProcess;
+use serde_json::{Value, json};
+
+const ANSWER: Duration = Duration::from_secs(20);
+
+fn server() -> Vec<String> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/caps_server.py");
+    vec!["python3".to_owned(), script.display().to_string()]
+}
+
+fn names(list: &Value) -> Vec<String> {
+    let mut n: Vec<String> = list["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a tools list: {list}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    n.sort();
+    n
+}
+
+fn initialize(id: i64, caps: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": caps,
+        "clientInfo": {"name": "caps-test", "version": "0"}}})
+}
+
+/// The tools the server lists to a client declaring `caps`, asked directly.
+async fn direct(caps: &Value) -> Vec<String> {
+    let mut p = RawProcess::spawn(&server()).expect("the server starts");
+    p.send(&initialize(0, caps)).await.unwrap();
+    p.wait_for(&json!(0), ANSWER).await.expect("initialized");
+    p.notify("notifications/initialized", json!({}))
+        .await
+        .unwrap();
+    let list = p.call(json!(1), "tools/list", json!({}), ANSWER).await;
+    names(&list.expect("listed").response)
+}
+
+/// The tools listed through the gateway at `url` to a handshake-era client declaring `caps`.
+async fn through_session(url: &str, caps: &Value) -> Vec<String> {
+    let (status, headers, body) = raw_client::http_post(url, None, &initialize(0, caps), ANSWER)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let session = headers
+        .iter()
+        .find(|(k, _)| k == "mcp-session-id")
+        .map(|(_, v)| v.clone())
+        .expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    raw_client::http_post(url, Some(&session), &initialized, ANSWER)
+        .await
+        .unwrap();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let (_, _, body) = raw_client::http_post(url, Some(&session), &list, ANSWER)
+        .await
+        .unwrap();
+    names(&raw_client::http_messages(&body).pop().expect("a response"))
+}
+
+/// The tools listed through the gateway at `url` to a modern POST declaring `caps`.
+async fn through_modern_post(url: &str, caps: &Value) -> Vec<String> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps}}});
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/list"),
+    ];
+    let reply = http_client::exchange("POST", url, &headers, &body.to_string())
+        .await
+        .expect("answered");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    names(&reply.answer())
+}
+
+#[cfg(feature = "http")]
+#[tokio::test]
+async fn each_client_lists_what_it_would_list_direct_whatever_it_declares() {
+    use tokio::io::AsyncBufReadExt;
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args(["proxy", "--listen", "127.0.0.1:0", "--"])
+        .args(server())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(ANSWER, async {
+        while let Ok(Some(line)) = err.next_line().await {
+            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
+                return u.to_owned();
+            }
+        }
+        panic!("the front never said where it listens");
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    let sets = [
+        json!({}),
+        json!({"roots": {"listChanged": true}}),
+        json!({"elicitation": {"form": {}, "url": {}}}),
+        json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}}),
+        json!({"sampling": {}}),
+    ];
+    for caps in &sets {
+        let want = direct(caps).await;
+        assert_eq!(
+            through_session(&url, caps).await,
+            want,
+            "initialize with {caps}"
+        );
+        assert_eq!(
+            through_modern_post(&url, caps).await,
+            want,
+            "modern POST with {caps}"
+        );
+    }
+    // A second client of a set already served lists the same (its connection is shared).
+    let caps = &sets[2];
+    assert_eq!(through_session(&url, caps).await, direct(caps).await);
+}
