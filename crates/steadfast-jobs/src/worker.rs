@@ -50,8 +50,8 @@ pub struct WorkerConfig {
     /// Jobs claimed beyond the free slots, kept at hand so the next one starts the moment a
     /// slot frees (default 32; 0 claims only for free slots). The buffer is refilled when half
     /// empty: one claim per half-buffer instead of one per job, which is what makes many short
-    /// jobs fast (a 16-slot worker with 0 ran ~10× fewer no-op jobs per second on PostgreSQL,
-    /// see BENCHMARKS.md). A kept job counts as running for per-key limits and for other
+    /// jobs fast (with 0, a worker of 4 or 16 slots ran 3–10× fewer no-op jobs per second on
+    /// PostgreSQL, see BENCHMARKS.md). A kept job counts as running for per-key limits and for other
     /// processes (another process's `cancel` returns false for it; this process's cancels it);
     /// one that waits half its lease is given back unrun, and shutdown gives back the rest.
     pub prefetch: usize,
