@@ -19,6 +19,8 @@ const systems = (
 // retry: as steady, with every 20th job failing its first attempt and retried 1 s later
 // (graphile-worker: its fixed exp(1) s); the table adds how late each retry started.
 const scenarios = (process.env.SCENARIOS ?? "burn,steady,idle,retry").split(",");
+// ENQUEUE=bulk skips the single-enqueue shapes (10,000 one-by-one inserts take minutes).
+const enqueues = (process.env.ENQUEUE ?? "single,bulk").split(",");
 const node = process.execPath;
 const here = new URL(".", import.meta.url).pathname;
 
@@ -58,7 +60,7 @@ for (const scenario of scenarios) {
     scenario === "idle"
       ? workers.map((w) => ({ jobs: 200, workers: w, enqueue: "single" }))
       : sizes.flatMap((jobs) =>
-          workers.flatMap((w) => ["single", "bulk"].map((e) => ({ jobs, workers: w, enqueue: e }))),
+          workers.flatMap((w) => enqueues.map((e) => ({ jobs, workers: w, enqueue: e }))),
         );
   for (const shape of shapes) runs.push({ scenario, ...shape });
 }
