@@ -1,11 +1,18 @@
-// graphile-worker: `run` with `concurrency` = workers (its defaults otherwise: LISTEN/NOTIFY,
-// prepared statements, no local queue or batched completion).
+// graphile-worker: `run` with `concurrency` = workers. `--config=defaults` (the default): its
+// defaults otherwise (LISTEN/NOTIFY, prepared statements, no local queue or batched completion).
+// `--config=preset`: the configuration its performance page publishes its numbers with
+// (https://worker.graphile.org/docs/performance): `localQueue: { size: 500 }`,
+// `completeJobBatchDelay: 0`, `failJobBatchDelay: 0`, `maxPoolSize: 25` (or workers + 1).
 import { run, makeWorkerUtils, Logger } from "graphile-worker";
 import { args, enqueueAll, tracker, report, nowMs } from "./common.mjs";
 
+// Its retry delay is not configurable: exp(attempts) seconds after the failure.
+const RETRY_MS = Math.exp(1) * 1000;
+
 const cfg = args();
+const preset = process.argv.includes("--config=preset");
 const schema = "bench_graphile";
-const t = tracker(cfg.jobs);
+const t = tracker(cfg, RETRY_MS);
 const utils = await makeWorkerUtils({ connectionString: cfg.url, schema });
 await utils.migrate();
 const logFactory = () => () => {};
@@ -17,7 +24,19 @@ const start = () =>
     noHandleSignals: true,
     pollInterval: 1000,
     logger: new Logger(logFactory),
-    taskList: { noop: async (payload) => t.start(payload) },
+    ...(preset
+      ? {
+          maxPoolSize: Math.max(25, cfg.workers + 1),
+          preset: {
+            worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 },
+          },
+        }
+      : {}),
+    taskList: {
+      noop: async (payload, helpers) => {
+        if (t.start(payload, helpers.job.attempts, helpers.job.id)) throw new Error("fails once");
+      },
+    },
   });
 const one = (p) => utils.addJob("noop", p);
 const many = (ps) => utils.addJobs(ps.map((payload) => ({ identifier: "noop", payload })));
@@ -34,6 +53,6 @@ if (cfg.scenario === "burn") {
   enqueueMs = await enqueueAll(cfg, one, many);
 }
 const ended = await t.done;
-report("graphile-worker", cfg, enqueueMs, ended - began, t);
+report(preset ? "graphile-worker-preset" : "graphile-worker", cfg, enqueueMs, ended - began, t);
 await runner.stop();
 await utils.release();

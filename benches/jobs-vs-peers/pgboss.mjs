@@ -2,10 +2,10 @@
 // worker otherwise waits its polling interval, 0.5 s at least, after every fetch), its
 // LISTEN/NOTIFY on (`useListenNotify`, queue `notify`), polling every 0.5 s as the fallback.
 import { PgBoss } from "pg-boss";
-import { args, enqueueAll, tracker, report, nowMs } from "./common.mjs";
+import { args, enqueueAll, tracker, report, nowMs, RETRY_DELAY_MS } from "./common.mjs";
 
 const cfg = args();
-const t = tracker(cfg.jobs);
+const t = tracker(cfg);
 const boss = new PgBoss({
   connectionString: cfg.url,
   schema: "bench_pgboss",
@@ -28,11 +28,15 @@ const start = () =>
       notifyPollingIntervalSeconds: 0.5,
     },
     async (jobs) => {
-      for (const j of jobs) t.start(j.data);
+      // A batch handler fails or completes its whole batch: the failing jobs are failed one
+      // by one (boss.fail), the rest complete with the batch.
+      const failing = jobs.filter((j) => t.start(j.data, (j.retryCount ?? 0) + 1, j.id));
+      if (failing.length) await boss.fail("noop", failing.map((j) => j.id));
     },
   );
-const one = (p) => boss.send("noop", p);
-const many = (ps) => boss.insert("noop", ps.map((data) => ({ data })));
+const retry = { retryLimit: 2, retryDelay: RETRY_DELAY_MS / 1000, retryBackoff: false };
+const one = (p) => boss.send("noop", p, retry);
+const many = (ps) => boss.insert("noop", ps.map((data) => ({ data, ...retry })));
 
 let enqueueMs, began;
 if (cfg.scenario === "burn") {

@@ -2,7 +2,8 @@
 // prints the table for BENCHMARKS.md. Started by run.sh (which installs everything first).
 //
 // Env: DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test), SIZES (default
-// 10000,100000), WORKERS (default 1,16), SYSTEMS (default steadfast,graphile-worker,pg-boss),
+// 10000,100000), WORKERS (default 1,16), SYSTEMS (default steadfast,steadfast-tuned,
+// graphile-worker,graphile-worker-preset,pg-boss),
 // STEADFAST_BIN (the steadfast runner, built by run.sh), STEADFAST_BEFORE_BIN (the same runner
 // built from another revision: add `steadfast-before` to SYSTEMS).
 import { spawnSync } from "node:child_process";
@@ -12,16 +13,28 @@ const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test
 const sizes = (process.env.SIZES ?? "10000,100000").split(",").map(Number);
 // SQLite (SYSTEMS=steadfast only): DATABASE_URL=sqlite:///tmp/bench.db.
 const workers = (process.env.WORKERS ?? "1,16").split(",").map(Number);
-const systems = (process.env.SYSTEMS ?? "steadfast,graphile-worker,pg-boss").split(",");
-const scenarios = (process.env.SCENARIOS ?? "burn,steady,idle").split(",");
+const systems = (
+  process.env.SYSTEMS ?? "steadfast,steadfast-tuned,graphile-worker,graphile-worker-preset,pg-boss"
+).split(",");
+// retry: as steady, with every 20th job failing its first attempt and retried 1 s later
+// (graphile-worker: its fixed exp(1) s); the table adds how late each retry started.
+const scenarios = (process.env.SCENARIOS ?? "burn,steady,idle,retry").split(",");
+// ENQUEUE=bulk skips the single-enqueue shapes (10,000 one-by-one inserts take minutes).
+const enqueues = (process.env.ENQUEUE ?? "single,bulk").split(",");
 const node = process.execPath;
 const here = new URL(".", import.meta.url).pathname;
 
 const command = {
+  // Its defaults (`WorkerConfig::new().concurrency(workers)`, `StoreOptions::new(url)`).
   steadfast: [process.env.STEADFAST_BIN],
+  // The defaults with `prefetch 0` (the default before issue 35).
+  "steadfast-prefetch0": [process.env.STEADFAST_BIN, "--config=prefetch0"],
+  // Tuned: see peer_bench.rs (`--config=tuned`).
+  "steadfast-tuned": [process.env.STEADFAST_BIN, "--config=tuned"],
   // A build of another revision (say main), for a before/after in the same run.
   "steadfast-before": [process.env.STEADFAST_BEFORE_BIN],
   "graphile-worker": [node, here + "graphile.mjs"],
+  "graphile-worker-preset": [node, here + "graphile.mjs", "--config=preset"],
   "pg-boss": [node, here + "pgboss.mjs"],
 };
 
@@ -47,7 +60,7 @@ for (const scenario of scenarios) {
     scenario === "idle"
       ? workers.map((w) => ({ jobs: 200, workers: w, enqueue: "single" }))
       : sizes.flatMap((jobs) =>
-          workers.flatMap((w) => ["single", "bulk"].map((e) => ({ jobs, workers: w, enqueue: e }))),
+          workers.flatMap((w) => enqueues.map((e) => ({ jobs, workers: w, enqueue: e }))),
         );
   for (const shape of shapes) runs.push({ scenario, ...shape });
 }
@@ -69,19 +82,20 @@ for (const r of runs) {
       continue;
     }
     const res = { ...JSON.parse(line), system };
+    await new Promise((r) => setTimeout(r, 1000)); // let the previous run's connections go
     results.push(res);
     console.error(JSON.stringify(res));
   }
 }
 await resetSchemas();
 
-const fmt = (n) => (n === undefined ? "—" : Math.round(n).toLocaleString("en-US"));
-const ms = (n) => (n === undefined ? "—" : n < 10 ? n.toFixed(2) : n.toFixed(1));
-console.log("| scenario | jobs | workers | enqueue | system | enqueue/s | processed/s | start p50 ms | start p99 ms |");
-console.log("|---|---:|---:|---|---|---:|---:|---:|---:|");
+const fmt = (n) => (n == null ? "—" : Math.round(n).toLocaleString("en-US"));
+const ms = (n) => (n == null ? "—" : n < 10 ? n.toFixed(2) : n.toFixed(1));
+console.log("| scenario | jobs | workers | enqueue | system | enqueue/s | processed/s | start p50 ms | start p99 ms | retry late p50 / p99 ms |");
+console.log("|---|---:|---:|---|---|---:|---:|---:|---:|---:|");
 for (const x of results) {
   const lat = x.scenario !== "burn";
   console.log(
-    `| ${x.scenario} | ${fmt(x.jobs)} | ${x.workers} | ${x.enqueue} | ${x.system} | ${fmt(x.enqueue_per_s)} | ${fmt(x.processed_per_s)} | ${lat ? ms(x.p50_ms) : "—"} | ${lat ? ms(x.p99_ms) : "—"} |`,
+    `| ${x.scenario} | ${fmt(x.jobs)} | ${x.workers} | ${x.enqueue} | ${x.system} | ${fmt(x.enqueue_per_s)} | ${fmt(x.processed_per_s)} | ${lat ? ms(x.p50_ms) : "—"} | ${lat ? ms(x.p99_ms) : "—"} | ${x.retry_late_p50_ms == null ? "—" : `${ms(x.retry_late_p50_ms)} / ${ms(x.retry_late_p99_ms)}`} |`,
   );
 }

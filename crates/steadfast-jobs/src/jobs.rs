@@ -36,6 +36,21 @@ pub(crate) struct Inner {
     pub(crate) aging_ms: i64,
     /// Captures the enqueuer's trace context and attaches it to attempt spans.
     pub(crate) propagation: Option<Arc<dyn TracePropagation>>,
+    /// Jobs this process's workers claimed and keep at hand, not started yet: id → (worker,
+    /// attempt). Whoever takes an id out first owns it: the worker starts (or releases) it,
+    /// [`Jobs::cancel`] cancels it.
+    pub(crate) kept: std::sync::Mutex<HashMap<JobId, (String, i64)>>,
+}
+
+impl Inner {
+    /// Takes a kept job out of its worker's buffer: `None` when it was not kept (or already
+    /// taken).
+    pub(crate) fn take_kept(&self, id: JobId) -> Option<(String, i64)> {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+    }
 }
 
 /// Queues, schedules and inspects durable jobs; cheap to clone.
@@ -192,6 +207,7 @@ impl JobsBuilder {
                 on_dead: self.on_dead,
                 wake: Arc::new(Notify::new()),
                 aging_ms: duration_ms(aging),
+                kept: Default::default(),
                 propagation: self.propagation,
             }),
         })
@@ -490,8 +506,25 @@ impl Jobs {
     }
 
     /// Cancels a job that has not started; cancelling a schedule's job stops the schedule.
+    ///
+    /// A job a worker of this process claimed and keeps at hand (see
+    /// [`WorkerConfig::prefetch`](crate::WorkerConfig::prefetch)) has not started either: it is
+    /// taken out of the buffer and cancelled. Kept by a worker of another process, it counts as
+    /// started there, and this returns false.
     pub async fn cancel(&self, id: JobId) -> Result<bool, JobsError> {
-        self.inner.store.cancel(id, self.now()).await
+        let now = self.now();
+        if self.inner.store.cancel(id, now).await? {
+            return Ok(true);
+        }
+        match self.inner.take_kept(id) {
+            Some((worker, attempt)) => {
+                self.inner
+                    .store
+                    .cancel_held(id, now, Some((&worker, attempt)))
+                    .await
+            }
+            None => Ok(false),
+        }
     }
 
     /// Dead letters, newest first.

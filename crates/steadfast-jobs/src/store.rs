@@ -564,15 +564,31 @@ impl Store {
     /// Cancels a job that has not started (queued, scheduled or in backoff); a job of a
     /// recurring schedule cancels the schedule too. False when there was nothing to cancel.
     pub async fn cancel(&self, id: JobId, now: i64) -> Result<bool, JobsError> {
+        self.cancel_held(id, now, None).await
+    }
+
+    /// [`cancel`](Self::cancel), or with `kept` = (worker, attempt), a job that worker claimed
+    /// and keeps at hand unstarted (its own process took it out of the buffer first).
+    pub(crate) async fn cancel_held(
+        &self,
+        id: JobId,
+        now: i64,
+        kept: Option<(&str, i64)>,
+    ) -> Result<bool, JobsError> {
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(
-            "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
-             WHERE id = $2 AND state = 'available' RETURNING schedule_id",
-        )
-        .bind(now)
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let which = match kept {
+            None => "state = 'available'",
+            Some(_) => "state = 'running' AND locked_by = $3 AND attempts = $4",
+        };
+        let sql = format!(
+            "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1, \
+             lease_until = NULL, locked_by = NULL WHERE id = $2 AND {which} RETURNING schedule_id"
+        );
+        let mut q = sqlx::query(&sql).bind(now).bind(id);
+        if let Some((worker, attempt)) = kept {
+            q = q.bind(worker).bind(attempt);
+        }
+        let row = q.fetch_optional(&mut *tx).await?;
         let Some(row) = row else { return Ok(false) };
         if let Some(schedule) = row.try_get::<Option<i64>, _>(0)? {
             // As `Jobs::cancel_schedule`: a fire time a running job of this schedule planned

@@ -48,9 +48,12 @@ pub struct WorkerConfig {
     /// spending an attempt (default 250 ms).
     pub busy_delay: Duration,
     /// Jobs claimed beyond the free slots, kept at hand so the next one starts the moment a
-    /// slot frees (default 0: claim only for free slots). A kept job counts as running (for
-    /// limits, and it can no longer be cancelled); one that waits half its lease is given back
-    /// unrun. Worth it for many short jobs: one claim per half-buffer instead of per job.
+    /// slot frees (default 32; 0 claims only for free slots). The buffer is refilled when half
+    /// empty: one claim per half-buffer instead of one per job, which is what makes many short
+    /// jobs fast (with 0, a worker of 4 or 16 slots ran 3–10× fewer no-op jobs per second on
+    /// PostgreSQL, see BENCHMARKS.md). A kept job counts as running for per-key limits and for other
+    /// processes (another process's `cancel` returns false for it; this process's cancels it);
+    /// one that waits half its lease is given back unrun, and shutdown gives back the rest.
     pub prefetch: usize,
     /// How often the running loop counts the store's jobs by state into the
     /// `steadfast_jobs_stored{state}` gauge (default 15 s; `None` never: the count reads every
@@ -62,6 +65,10 @@ pub struct WorkerConfig {
     pub seed: Option<u64>,
 }
 
+/// Measured: on PostgreSQL, 8 kept jobs gave a third of 32's throughput with 4 and 16 slots,
+/// 64 no more than 32 (BENCHMARKS.md).
+const DEFAULT_PREFETCH: usize = 32;
+
 impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
@@ -70,7 +77,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_secs(1),
             grace: Duration::from_secs(10),
             busy_delay: Duration::from_millis(250),
-            prefetch: 0,
+            prefetch: DEFAULT_PREFETCH,
             stats_interval: Some(Duration::from_secs(15)),
             id: None,
             seed: None,

@@ -6,7 +6,8 @@
 //! while the claim for the ones after it overlaps the running handlers. A buffered job holds
 //! its lease without renewal, so one that waited for half its lease is released (its attempt
 //! refunded) instead of run, and shutdown releases the rest: prefetching never makes a job
-//! run twice on its own.
+//! run twice on its own. A kept job is registered in the process's `kept` map until it starts,
+//! so [`Jobs::cancel`](crate::Jobs::cancel) in this process can still cancel it.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -68,6 +69,10 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
             let Some((row, claimed_at)) = buffer.pop_front() else {
                 break;
             };
+            if s.jobs.inner.take_kept(row.id).is_none() {
+                // Cancelled while kept: `Jobs::cancel` owns it now.
+                continue;
+            }
             let shared = s.clone();
             let wake = wake.clone();
             let stale = s.jobs.now().saturating_sub(claimed_at) > stale_after;
@@ -117,6 +122,12 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
         };
         let got = rows.len();
         let claimed_at = s.jobs.now();
+        s.jobs
+            .inner
+            .kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(rows.iter().map(|r| (r.id, (s.id.clone(), r.attempts))));
         buffer.extend(rows.into_iter().map(|r| (r, claimed_at)));
         if got == want || (got > 0 && slots.available_permits() > 0) {
             continue;
@@ -134,6 +145,9 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     // Stop claiming; hand back what was never started, let running jobs finish (the handle
     // bounds this by the grace period and then cancels them, which releases their leases).
     for (row, _) in buffer.drain(..) {
+        if s.jobs.inner.take_kept(row.id).is_none() {
+            continue;
+        }
         if let Err(e) = release(&s, &row).await {
             tracing::warn!(error = %sanitize(&e.to_string()), "releasing a prefetched job failed; it will run after its lease");
         }

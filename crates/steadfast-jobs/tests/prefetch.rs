@@ -24,8 +24,68 @@ async fn wait_until(what: &str, mut f: impl AsyncFnMut() -> bool) {
 
 both!(
     shutdown_gives_back_prefetched_jobs,
-    a_prefetched_job_kept_half_its_lease_is_released
+    a_prefetched_job_kept_half_its_lease_is_released,
+    a_kept_job_is_cancelled_by_its_process_and_never_runs,
 );
+
+/// Prefetch is on by default: a job kept at hand has not started, so `cancel` in the worker's
+/// process still cancels it (before, it returned false and the job ran).
+async fn a_kept_job_is_cancelled_by_its_process_and_never_runs(db: Db) {
+    let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let (r, rel) = (ran.clone(), release.clone());
+    let jobs = Jobs::builder()
+        .handler(handler("hold", move |_ctx: JobContext, n: u32| {
+            let (r, rel) = (r.clone(), rel.clone());
+            async move {
+                r.lock().unwrap().push(n);
+                rel.acquire().await.unwrap().forget();
+                Ok::<(), ErrorClass>(())
+            }
+        }))
+        .connect_with(db.opts.clone())
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for n in 0..3u32 {
+        ids.push(jobs.queue("hold", &n, JobOptions::new()).await.unwrap());
+    }
+    // The default configuration, one slot: job 0 runs, jobs 1 and 2 are claimed and kept.
+    let handle = jobs
+        .worker(WorkerConfig::new().concurrency(1))
+        .start()
+        .unwrap();
+    wait_until("1 running and 2 kept", async || {
+        ran.lock().unwrap().len() == 1 && jobs.stats().await.unwrap().running == 3
+    })
+    .await;
+    assert!(
+        jobs.cancel(ids[2]).await.unwrap(),
+        "a kept job is cancelled"
+    );
+    assert!(!jobs.cancel(ids[0]).await.unwrap(), "a started job is not");
+    assert_eq!(
+        jobs.get(ids[2]).await.unwrap().unwrap().state,
+        JobState::Cancelled
+    );
+    release.add_permits(10);
+    wait_until("jobs 0 and 1 done", async || {
+        jobs.stats().await.unwrap().done == 2
+    })
+    .await;
+    handle.shutdown().await.unwrap();
+    assert_eq!(
+        *ran.lock().unwrap(),
+        vec![0, 1],
+        "the cancelled job never ran"
+    );
+    let stats = jobs.stats().await.unwrap();
+    assert_eq!(
+        (stats.done, stats.cancelled, stats.running),
+        (2, 1, 0),
+        "{stats:?}"
+    );
+}
 
 async fn shutdown_gives_back_prefetched_jobs(db: Db) {
     let runs = Arc::new(AtomicU32::new(0));

@@ -2,8 +2,8 @@
 //!
 //! This test binary is its own child: run as `replicas replica ARGS…` it is one replica (the
 //! same code as the `replica` example). It has no libtest harness, so it gates itself like an
-//! `#[ignore]`d test: it runs only with `--ignored` / `--include-ignored` and
-//! `STEADFAST_TEST_REDIS_URL` set, and otherwise reports the tests as ignored.
+//! `#[ignore]`d test: it runs only with `--ignored` / `--include-ignored`, and then fails
+//! naming `STEADFAST_TEST_REDIS_URL` when that is unset; otherwise it reports the tests as ignored.
 
 mod support;
 
@@ -49,13 +49,12 @@ fn main() {
     let wanted = args
         .iter()
         .any(|a| a == "--ignored" || a == "--include-ignored");
-    let url = std::env::var("STEADFAST_TEST_REDIS_URL").ok();
-    let (Some(url), true) = (url, wanted) else {
+    if !wanted {
         for (name, _) in TESTS {
             println!("test {name} ... ignored, needs Redis: set STEADFAST_TEST_REDIS_URL");
         }
         return;
-    };
+    }
     // Positional arguments are name filters, as with libtest; skip the values of its options.
     let mut filter = Vec::new();
     let mut rest = args[1..].iter();
@@ -69,10 +68,19 @@ fn main() {
             _ => filter.push(a),
         }
     }
-    for (name, test) in TESTS {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
-        }
+    let chosen: Vec<Test> = TESTS
+        .into_iter()
+        .filter(|(name, _)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    if chosen.is_empty() {
+        return;
+    }
+    // Asked for without Redis: fail, as a libtest `#[ignore]`d test that panics would.
+    let Ok(url) = std::env::var("STEADFAST_TEST_REDIS_URL") else {
+        eprintln!("these tests need Redis: set STEADFAST_TEST_REDIS_URL");
+        std::process::exit(101);
+    };
+    for (name, test) in chosen {
         let started = Instant::now();
         test(&url);
         println!("test {name} ... ok ({:.1?})", started.elapsed());

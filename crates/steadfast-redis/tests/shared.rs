@@ -12,8 +12,11 @@ use steadfast::{
 use steadfast_redis::{RedisOptions, RedisState};
 use tokio::time::Instant;
 
-fn url() -> Option<String> {
-    std::env::var("STEADFAST_TEST_REDIS_URL").ok()
+/// The server named by `STEADFAST_TEST_REDIS_URL`; panics naming the variable when it is unset,
+/// so an `#[ignore]`d test run with `--include-ignored` cannot pass without Redis.
+fn url() -> String {
+    std::env::var("STEADFAST_TEST_REDIS_URL")
+        .unwrap_or_else(|_| panic!("this test needs Redis: set STEADFAST_TEST_REDIS_URL"))
 }
 
 fn prefix(test: &str) -> String {
@@ -60,7 +63,7 @@ fn breaker(reset: Duration) -> CircuitBreaker {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: set STEADFAST_TEST_REDIS_URL"]
 async fn exactly_one_replica_probes_and_its_success_closes_the_breaker_everywhere() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix("probe");
     let (a, b) = (replica(&url, &p, "a").await, replica(&url, &p, "b").await);
     let reset = Duration::from_millis(300);
@@ -111,7 +114,7 @@ async fn exactly_one_replica_probes_and_its_success_closes_the_breaker_everywher
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: set STEADFAST_TEST_REDIS_URL"]
 async fn a_failed_probe_reopens_the_breaker_everywhere() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix("reopen");
     let (a, b) = (replica(&url, &p, "a").await, replica(&url, &p, "b").await);
     let reset = Duration::from_millis(200);
@@ -153,7 +156,7 @@ async fn a_failed_probe_reopens_the_breaker_everywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: set STEADFAST_TEST_REDIS_URL"]
 async fn failures_spread_over_replicas_open_the_breaker_for_all() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix("spread");
     let (a, b) = (replica(&url, &p, "a").await, replica(&url, &p, "b").await);
     let config = BreakerConfig::builder()
@@ -181,7 +184,7 @@ async fn failures_spread_over_replicas_open_the_breaker_for_all() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: set STEADFAST_TEST_REDIS_URL"]
 async fn a_dead_leaders_claim_expires_and_another_replica_takes_over() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix("lease");
     let (a, b) = (replica(&url, &p, "a").await, replica(&url, &p, "b").await);
     // Replica a claims the key and dies without storing or releasing anything.
@@ -214,7 +217,7 @@ async fn a_dead_leaders_claim_expires_and_another_replica_takes_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: set STEADFAST_TEST_REDIS_URL"]
 async fn a_failed_leader_releases_its_claim_at_once() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix("release");
     let a = replica(&url, &p, "a").await;
     let once =
@@ -239,7 +242,7 @@ async fn a_failed_leader_releases_its_claim_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: set STEADFAST_TEST_REDIS_URL"]
 async fn a_session_keeps_its_call_count_across_replicas() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix("limit");
     let (a, b) = (replica(&url, &p, "a").await, replica(&url, &p, "b").await);
     let build = |s: &RedisState| {
@@ -274,7 +277,7 @@ async fn a_session_keeps_its_call_count_across_replicas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: set STEADFAST_TEST_REDIS_URL"]
 async fn a_burst_of_outcomes_is_counted_and_sent_in_batches_without_blocking() {
-    let Some(url) = url() else { return };
+    let url = url();
     let state = RedisState::connect(
         &url,
         RedisOptions::new()
@@ -306,7 +309,7 @@ async fn a_burst_of_outcomes_is_counted_and_sent_in_batches_without_blocking() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Redis: set STEADFAST_TEST_REDIS_URL"]
 async fn replicas_spend_one_retry_budget() {
-    let Some(url) = url() else { return };
+    let url = url();
     let p = prefix("budget");
     let (a, b) = (replica(&url, &p, "a").await, replica(&url, &p, "b").await);
     // No floor, one retry per two calls.

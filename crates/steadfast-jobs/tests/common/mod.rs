@@ -1,6 +1,6 @@
 //! Test databases: a temp SQLite file, or a fresh schema on the PostgreSQL server named by
-//! `STEADFAST_TEST_POSTGRES_URL` (tests using it are ignored unless asked for, and skip when
-//! the variable is unset).
+//! `STEADFAST_TEST_POSTGRES_URL` (tests using it are `#[ignore]`d unless asked for, and fail
+//! naming the variable when asked for without it).
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,12 +26,10 @@ impl Db {
         }
     }
 
-    /// A unique schema per call, so tests run in parallel and re-run.
-    pub fn postgres(name: &str) -> Option<Db> {
-        let Ok(url) = std::env::var("STEADFAST_TEST_POSTGRES_URL") else {
-            eprintln!("skipped: STEADFAST_TEST_POSTGRES_URL is not set");
-            return None;
-        };
+    /// A unique schema per call, so tests run in parallel and re-run. Panics without
+    /// `STEADFAST_TEST_POSTGRES_URL`: a PostgreSQL test that was asked for must not pass unrun.
+    pub fn postgres(name: &str) -> Db {
+        let url = postgres_url();
         static N: AtomicU32 = AtomicU32::new(0);
         let schema = format!(
             "t_{}_{}_{}_{}",
@@ -40,13 +38,23 @@ impl Db {
             N.fetch_add(1, Ordering::Relaxed),
             fastrand_u32()
         );
-        Some(Db {
+        Db {
             opts: StoreOptions::new(url.clone()).schema(schema.clone()),
             url,
             schema: Some(schema),
             _dir: None,
-        })
+        }
     }
+}
+
+/// The server named by `STEADFAST_TEST_POSTGRES_URL`; panics naming the variable when it is unset.
+pub fn postgres_url() -> String {
+    std::env::var("STEADFAST_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "this test needs PostgreSQL: set STEADFAST_TEST_POSTGRES_URL \
+             (e.g. postgres://postgres@127.0.0.1:5432/test)"
+        )
+    })
 }
 
 fn fastrand_u32() -> u32 {
@@ -70,7 +78,7 @@ macro_rules! both {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             #[ignore = "needs PostgreSQL: set STEADFAST_TEST_POSTGRES_URL"]
             async fn postgres() {
-                let Some(db) = super::common::Db::postgres(stringify!($name)) else { return };
+                let db = super::common::Db::postgres(stringify!($name));
                 super::$name(db).await;
             }
         }
