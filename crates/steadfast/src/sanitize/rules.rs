@@ -128,6 +128,17 @@ fn never(_: &str) -> bool {
     false
 }
 
+/// Built-in rules that only claim a span so that no later rule redacts inside it.
+const CLAIMS: &[&str] = &["version-number", "non-secret-key"];
+
+/// Whether `rule` is one of the built-in claims (its name and pattern both).
+pub(super) fn is_claim(rule: &Rule) -> bool {
+    CLAIMS.contains(&rule.name.as_ref())
+        && BUILTIN_RULES
+            .iter()
+            .any(|b| b.name == rule.name && b.pattern == rule.pattern)
+}
+
 /// An INI value with spaces (`password = correct horse battery`) runs to the end of the line.
 fn ini_value(s: &str) -> bool {
     not_a_path(s)
