@@ -865,3 +865,34 @@ proptest! {
         prop_assert!(!out.contains(tail), "{:?}", out);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 1024,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/sanitize_corpus.txt"
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// A secret glued to ASCII that other rules read as a key, a user or a scheme
+    /// (`A:😀😀=-----BEGIN PRIVATE KEY-----…`: the `user:password` pattern once took the PEM
+    /// header as a password and the key body survived) never survives.
+    #[test]
+    fn secrets_glued_to_ascii_are_redacted(
+        head in "\\PC{0,6}",
+        glue in "[A-Za-z0-9]{1,4}[:=@/-][=:-]{0,2}",
+        wide in "[\\u{10000}-\\u{10FFFF}\\u{80}-\\u{FFFF}]{0,3}",
+        // Never a word character: glued to a word, a token is another token.
+        before in proptest::sample::select(&["", "=", ":", " ", "-"][..]),
+        secret in any_fake(),
+        after in proptest::sample::select(SEPARATORS),
+        suffix in "\\PC{0,10}",
+    ) {
+        let text = format!("{head}{glue}{wide}{before}{secret}{after}{suffix}");
+        let out = sanitize(&text);
+        let tail = &secret[secret.len() - 10..];
+        prop_assert!(!out.contains(secret.as_str()), "{:?}", out);
+        prop_assert!(!out.contains(tail), "{:?}", out);
+    }
+}

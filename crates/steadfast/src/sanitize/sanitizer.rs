@@ -368,6 +368,9 @@ impl Sanitizer {
         let mut rescan_budget = text.len() + 4096;
         // A match found by a second look at a rejected span's start.
         let mut pending: Option<Match> = None;
+        // The end of the last span a check turned down. A replacement inside it changes what
+        // that rule sees (`sk-…` turned down, then a key block inside it replaced): look again.
+        let mut rejected_end = 0;
         while at <= hay.len() {
             let m = match pending.take() {
                 Some(m) => m,
@@ -402,7 +405,9 @@ impl Sanitizer {
                 copied = end;
                 let word =
                     |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
-                again |= word(hay.get(end)) || (start > 0 && word(hay.get(start - 1)));
+                again |= word(hay.get(end))
+                    || (start > 0 && word(hay.get(start - 1)))
+                    || start < rejected_end;
                 at = if end == start {
                     ceil_char(text, end + 1)
                 } else {
@@ -415,6 +420,7 @@ impl Sanitizer {
                 at = ceil_char(text, end + 1);
                 continue;
             }
+            rejected_end = rejected_end.max(end);
             if rule.claim {
                 // A claim (`version 10.2.3.4`, `partition_key=…`) is there so that no other
                 // rule redacts inside it.
