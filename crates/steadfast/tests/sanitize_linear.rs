@@ -18,7 +18,10 @@ fn nasty(n: usize) -> Vec<(&'static str, String)> {
         ("password=x…", format!("password={}", "x".repeat(n))),
         ("password=/", "password=/".repeat(n / 10)),
         ("key: -", "key: -".repeat(n / 6)),
-        ("Bearer authentication", "Bearer authentication ".repeat(n / 22)),
+        (
+            "Bearer authentication",
+            "Bearer authentication ".repeat(n / 22),
+        ),
         ("api-gateway-", "api-gateway-".repeat(n / 12)),
         ("token_for_", "token_for_".repeat(n / 10)),
         ("token_for_upload: x", "token_for_upload: x ".repeat(n / 20)),
@@ -27,7 +30,10 @@ fn nasty(n: usize) -> Vec<(&'static str, String)> {
             "unterminated PEM",
             format!("-----BEGIN RSA PRIVATE KEY-----{}", "A".repeat(n)),
         ),
-        ("PEM headers", "A:b=-----BEGIN PRIVATE KEY-----".repeat(n / 31)),
+        (
+            "PEM headers",
+            "A:b=-----BEGIN PRIVATE KEY-----".repeat(n / 31),
+        ),
         ("stack frames", "    at ".repeat(n / 7)),
         ("http://", "http://".repeat(n / 7)),
         ("é", "é".repeat(n / 2)),

@@ -88,7 +88,11 @@ fn report(name: &str, s: &Score) {
 #[test]
 fn the_sets_cover_every_place_and_are_big_enough() {
     assert!(heldout::SECRETS.len() >= 150, "{}", heldout::SECRETS.len());
-    assert!(heldout::LOOKALIKES.len() >= 100, "{}", heldout::LOOKALIKES.len());
+    assert!(
+        heldout::LOOKALIKES.len() >= 100,
+        "{}",
+        heldout::LOOKALIKES.len()
+    );
     let places = [
         "language",
         "encoding",
@@ -102,7 +106,12 @@ fn the_sets_cover_every_place_and_are_big_enough() {
         "structure",
         "header",
     ];
-    for set in [heldout::SECRETS, heldout::LOOKALIKES, tuning::SECRETS, tuning::LOOKALIKES] {
+    for set in [
+        heldout::SECRETS,
+        heldout::LOOKALIKES,
+        tuning::SECRETS,
+        tuning::LOOKALIKES,
+    ] {
         for place in places {
             assert!(set.iter().any(|(p, _)| *p == place), "no {place} case");
         }
@@ -130,7 +139,7 @@ fn heldout_score() {
 }
 
 /// The held-out score this branch reached (secrets caught, look-alikes kept).
-const HELDOUT_FLOOR: (usize, usize) = (0, 0);
+const HELDOUT_FLOOR: (usize, usize) = (135, 102);
 
 #[test]
 fn tuning_score() {
@@ -149,7 +158,7 @@ fn tuning_score() {
 }
 
 /// The tuning score this branch reached.
-const TUNING_FLOOR: (usize, usize) = (0, 0);
+const TUNING_FLOOR: (usize, usize) = (61, 78);
 
 #[test]
 fn sanitizing_the_sets_twice_changes_nothing_more() {

@@ -47,7 +47,12 @@ fn a_user_password_pair_does_not_swallow_the_head_of_a_private_key() {
     // Found by `embedded_secrets_are_redacted`: `A:` + two non-BMP characters + `=` + a PEM
     // key. The generic `user:password` took `…=-----BEGIN` as a password, and the scan went
     // on after it, where the key block no longer starts with `-----BEGIN`.
-    for glue in ["A:\u{1D538}\u{1D539}=", "A:xx=", "deploy:Zf3D0LXCM3EI=", "A:"] {
+    for glue in [
+        "A:\u{1D538}\u{1D539}=",
+        "A:xx=",
+        "deploy:Zf3D0LXCM3EI=",
+        "A:",
+    ] {
         let text = format!("{glue}{}", pem());
         let out = sanitize(&text);
         assert!(!out.contains(&PEM_BODY[..10]), "{text:?} -> {out:?}");
@@ -58,7 +63,9 @@ fn a_user_password_pair_does_not_swallow_the_head_of_a_private_key() {
 #[test]
 fn a_generic_value_cut_short_by_a_rule_keeps_both_redactions() {
     let s = Sanitizer::default_rules();
-    let text = format!("backup:Zf3D0LXCM3EIMbgJ-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY----- done");
+    let text = format!(
+        "backup:Zf3D0LXCM3EIMbgJ-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY----- done"
+    );
     let out = s.sanitize(&text);
     assert!(!out.contains("Zf3D0LXCM3EI"), "{out:?}");
     assert!(!out.contains(&PEM_BODY[..10]), "{out:?}");

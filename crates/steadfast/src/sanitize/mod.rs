@@ -33,6 +33,7 @@
 mod entropy;
 mod generic;
 mod json;
+mod places;
 mod rule;
 mod rules;
 mod sanitizer;

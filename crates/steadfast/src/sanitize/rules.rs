@@ -403,7 +403,7 @@ pub const BUILTIN_RULES: &[Rule] = &[
     // `partition_key=…`, `next_page_token=…`): claimed so that the key rules below leave them alone.
     checked(
         "non-secret-key",
-        r#"(?-u)(?i)\b(?:[A-Za-z0-9]+[_.-])*(?:(?:idempotency|partition|sort|primary|foreign|cache|object|routing|dedup(?:lication)?|row|range|hash|shard|s3)[_.-]?key|(?:next[_.-]?)?page[_.-]?token|(?:continuation|sync|pagination)[_.-]?token)(?:\\?["'])?\s*(?:=>|:=|[:=])\s*(?:\\?["'])?[^\s"',;&]+"#,
+        r#"(?-u)(?i)\b(?:[A-Za-z0-9]+[_.-])*(?:(?:idempotency|partition|sort|primary|foreign|cache|object|routing|dedup(?:lication)?|row|range|hash|shard|s3|websocket)[_.-]?key|public[ _.-]?key|(?:next[_.-]?)?page[_.-]?token|(?:continuation|sync|pagination)[_.-]?token)(?:\\?["'])?\s*(?:=>|:=|[:=])\s*(?:\\?["'])?[^\s"',;&]+"#,
         "",
         never,
     ),

@@ -7,6 +7,7 @@ use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, meta};
 
 use super::generic::{GENERIC_RULES, Generic};
+use super::places::{PLACES_EARLY, PLACES_LATE};
 use super::rule::Rule;
 
 /// How a match is judged before it is replaced.
@@ -158,7 +159,10 @@ impl Sanitizer {
         Self::compile_layers(rules.into_iter().collect(), &[])
     }
 
-    fn compile_layers(rules: Vec<Rule>, generic: &[Generic]) -> Result<Sanitizer, regex::Error> {
+    fn compile_layers(
+        rules: Vec<Rule>,
+        generic: &[&'static Generic],
+    ) -> Result<Sanitizer, regex::Error> {
         let first_generic = rules.len();
         let rules: Vec<Rule> = rules
             .into_iter()
@@ -175,7 +179,11 @@ impl Sanitizer {
                 .iter()
                 .find_map(|r| builder().build(&r.pattern).err().map(|e| (r, e)));
             match culprit {
-                Some((rule, e)) => regex::Error::Syntax(format!("rule `{}`: {e}", rule.name)),
+                Some((rule, e)) => {
+                    let cause =
+                        std::error::Error::source(&e).map_or(String::new(), |c| format!(": {c}"));
+                    regex::Error::Syntax(format!("rule `{}`: {e}{cause}", rule.name))
+                }
                 None => match e.size_limit() {
                     Some(limit) => regex::Error::CompiledTooBig(limit),
                     None => regex::Error::Syntax(e.to_string()),
@@ -291,9 +299,7 @@ impl Sanitizer {
             Some(alone) => {
                 let mut caps = alone.create_captures();
                 alone.search_captures(
-                    &Input::new(hay)
-                        .span(m.start..m.end)
-                        .anchored(Anchored::Yes),
+                    &Input::new(hay).span(m.start..m.end).anchored(Anchored::Yes),
                     &mut caps,
                 );
                 *work += m.end - m.start;
@@ -338,7 +344,14 @@ impl Sanitizer {
     }
 
     /// The first match at or after `at` of the regex `which`, as a match of the whole table.
-    fn find(&self, which: Which, hay: &[u8], span: (usize, usize), anchored: bool, work: &mut usize) -> Option<Match> {
+    fn find(
+        &self,
+        which: Which,
+        hay: &[u8],
+        span: (usize, usize),
+        anchored: bool,
+        work: &mut usize,
+    ) -> Option<Match> {
         let (regex, offset) = match which {
             Which::All => (&self.regex, 0),
             Which::Rules => (self.rules_regex.as_ref()?, 0),
@@ -536,8 +549,16 @@ impl SanitizerBuilder {
             .cloned()
             .chain(self.extra)
             .collect();
-        let generic: &[Generic] = if self.generic { GENERIC_RULES } else { &[] };
-        Sanitizer::compile_layers(rules, generic)
+        let generic: Vec<&'static Generic> = if self.generic {
+            PLACES_EARLY
+                .iter()
+                .chain(GENERIC_RULES)
+                .chain(PLACES_LATE)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Sanitizer::compile_layers(rules, &generic)
     }
 }
 

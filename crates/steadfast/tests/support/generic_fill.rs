@@ -73,10 +73,7 @@ fn value(rng: &mut Rng, kind: &str, len: Option<usize>) -> String {
         }
         // Sortable and random ids (look-alikes): ULID (Crockford base32), KSUID (base62, 27),
         // nanoid (21, url-safe).
-        "ulid" => format!(
-            "01{}",
-            rng.pick(b"0123456789ABCDEFGHJKMNPQRSTVWXYZ", 24)
-        ),
+        "ulid" => format!("01{}", rng.pick(b"0123456789ABCDEFGHJKMNPQRSTVWXYZ", 24)),
         "ksuid" => format!("2{}", rng.pick(B62, 26)),
         "nano" => rng.pick(B64URL, n(21)),
         "b64pad" => {
@@ -119,7 +116,11 @@ fn base64(bytes: &[u8]) -> String {
     const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
