@@ -387,9 +387,7 @@ pub(super) const PLACES_EARLY: &[Generic] = &[
     },
     Generic {
         name: "jwk-private-member",
-        pattern: concat!(
-            r#"(?-u)(?P<KEEP>"(?:d|p|q|dp|dq|qi|k)"\s*:\s*")[A-Za-z0-9_-]{16,}(?P<TAIL>")"#
-        ),
+        pattern: r#"(?-u)(?P<KEEP>"(?:d|p|q|dp|dq|qi|k)"\s*:\s*")[A-Za-z0-9_-]{16,}(?P<TAIL>")"#,
         check: random,
     },
     Generic {
