@@ -36,7 +36,7 @@ fn turned_down_spans_without_a_value_stay() {
     }
 }
 
-const PEM_BODY: &str = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7";
+const PEM_BODY: &str = "MIIEvFakeEXAMPLE0123456789testTESTFakeEXAMPLE01234";
 
 fn pem() -> String {
     format!("-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----")

@@ -437,6 +437,10 @@ fn prefixed_token(before: &str, _: &str, value: &str) -> bool {
     if letters.is_empty() || !one_case || !letters.bytes().all(|b| b.is_ascii_alphabetic()) {
         return false;
     }
+    // Hex groups joined by `-` are trace context (`ff-<trace id>-<span id>-01`), not a token.
+    if body.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') && body.contains('-') {
+        return false;
+    }
     !ID_PREFIXES.iter().any(|p| p.eq_ignore_ascii_case(prefix))
         && body.len() >= 20
         && is_random(body)
@@ -640,6 +644,12 @@ mod tests {
     fn object_ids_are_not_tokens() {
         assert!(!prefixed_token("", "", "req_011CSHoEeqs5C35K2UUqR7Fy"));
         assert!(prefixed_token("", "", "rnd_Zf3D0LXCM3EIMbgJpUNnkRtOfOue"));
+        // Trace context with an unknown version (found by scanning the repository's own text).
+        assert!(!prefixed_token(
+            "",
+            "",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ));
     }
 
     #[test]
