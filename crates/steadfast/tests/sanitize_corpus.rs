@@ -9,6 +9,7 @@
 mod fakes;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use steadfast::sanitize;
 
 /// (input, expected output), hand-written: every context a secret turns up in.
@@ -802,29 +803,6 @@ fn reference_behaviours_are_kept() {
     );
 }
 
-#[test]
-fn huge_inputs_take_linear_time_and_do_not_panic() {
-    // Patterns that backtrack catastrophically in other engines, near-misses that a naive
-    // rescan would revisit, and checks that fail over and over.
-    let nasty = [
-        "a".repeat(200_000),
-        format!("sk-{}", "a".repeat(200_000)),
-        format!("password={}", "x".repeat(200_000)),
-        "password=/".repeat(30_000),
-        "key: -".repeat(30_000),
-        "Bearer authentication ".repeat(20_000),
-        "api-gateway-".repeat(20_000),
-        format!("-----BEGIN RSA PRIVATE KEY-----{}", "A".repeat(200_000)),
-        "    at ".repeat(50_000),
-        "http://".repeat(50_000),
-        "é".repeat(100_000),
-        format!("é{}", "a@".repeat(100_000)),
-    ];
-    for text in &nasty {
-        let _ = sanitize(text);
-    }
-}
-
 /// Separators a secret may sit between without becoming part of a longer word.
 const SEPARATORS: &[&str] = &[
     " ", "\n", "\"", "'", "(", ")", "=", ": ", ", ", "<", ">", "/", "\t", "é ", " 中",
@@ -836,7 +814,15 @@ fn any_fake() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+    // Found cases are kept in `proptest-regressions/sanitize_corpus.txt` (checked in) and run
+    // first on every run, so a leak found once stays found.
+    #![proptest_config(ProptestConfig {
+        cases: 1024,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/sanitize_corpus.txt"
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     /// Arbitrary text never panics, and sanitizing is idempotent.
     #[test]
@@ -873,6 +859,37 @@ proptest! {
         secret in any_fake(),
     ) {
         let text = format!("{prefix}{before}{secret}{after}{suffix}");
+        let out = sanitize(&text);
+        let tail = &secret[secret.len() - 10..];
+        prop_assert!(!out.contains(secret.as_str()), "{:?}", out);
+        prop_assert!(!out.contains(tail), "{:?}", out);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 1024,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/sanitize_corpus.txt"
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// A secret glued to ASCII that other rules read as a key, a user or a scheme
+    /// (`A:😀😀=-----BEGIN PRIVATE KEY-----…`: the `user:password` pattern once took the PEM
+    /// header as a password and the key body survived) never survives.
+    #[test]
+    fn secrets_glued_to_ascii_are_redacted(
+        head in "\\PC{0,6}",
+        glue in "[A-Za-z0-9]{1,4}[:=@/-][=:-]{0,2}",
+        wide in "[\\u{10000}-\\u{10FFFF}\\u{80}-\\u{FFFF}]{0,3}",
+        // Never a word character: glued to a word, a token is another token.
+        before in proptest::sample::select(&["", "=", ":", " ", "-"][..]),
+        secret in any_fake(),
+        after in proptest::sample::select(SEPARATORS),
+        suffix in "\\PC{0,10}",
+    ) {
+        let text = format!("{head}{glue}{wide}{before}{secret}{after}{suffix}");
         let out = sanitize(&text);
         let tail = &secret[secret.len() - 10..];
         prop_assert!(!out.contains(secret.as_str()), "{:?}", out);

@@ -38,6 +38,15 @@ pub(super) fn is_uuid(s: &str) -> bool {
         })
 }
 
+/// A ULID: 26 characters of Crockford base32 (upper case, no `I`, `L`, `O`, `U`), starting with
+/// a timestamp digit `0`–`7`. Sortable ids, not secrets.
+pub(super) fn is_ulid(s: &str) -> bool {
+    s.len() == 26
+        && s.bytes().next().is_some_and(|b| (b'0'..=b'7').contains(&b))
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b.is_ascii_uppercase() && !b"ILOU".contains(&b)))
+}
+
 fn is_hex(s: &str) -> bool {
     s.bytes().all(|b| b.is_ascii_hexdigit())
         && (s.bytes().all(|b| !b.is_ascii_uppercase())
@@ -132,7 +141,7 @@ pub(super) fn trim(s: &str) -> &str {
 pub(super) fn is_random(s: &str) -> bool {
     let s = trim(s);
     let n = s.len();
-    if n < 10 || is_uuid(s) || is_placeholder(s) || is_name(s) || is_assignment(s) {
+    if n < 10 || is_uuid(s) || is_ulid(s) || is_placeholder(s) || is_name(s) || is_assignment(s) {
         return false;
     }
     let digits = s.bytes().filter(u8::is_ascii_digit).count();

@@ -94,6 +94,26 @@ const NOT_SECRET_KEYS: &[&str] = &[
     "sync",
     "cursor",
     "resume",
+    // Words that merely contain a credential word.
+    "passagier",
+    "passenger",
+    "passport",
+    "passage",
+    "passive",
+    "bypass",
+    "compass",
+    "keynote",
+    "keystone",
+    "keyspace",
+    "keyring",
+    "keyword",
+    "keywords",
+    "donkey",
+    "hockey",
+    "whiskey",
+    "jockey",
+    "error",
+    "websocket",
 ];
 
 /// Words that make even a UUID a credential (`secret_id <uuid>`, `api key <uuid>`).
@@ -109,15 +129,8 @@ fn contains_ignore_case(hay: &str, needle: &str) -> bool {
         .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
-/// Whether any word of `text` (split on what is not a letter or digit) is in `list`, in any
-/// case.
-fn has_word(text: &str, list: &[&str]) -> bool {
-    text.split(|c: char| !c.is_ascii_alphanumeric())
-        .any(|w| list.iter().any(|l| l.eq_ignore_ascii_case(w)))
-}
-
 /// The word just before a match (`cache` in `cache key …`).
-fn last_word(before: &str) -> &str {
+pub(super) fn last_word(before: &str) -> &str {
     before
         .trim_end()
         .rsplit(|c: char| !c.is_ascii_alphanumeric())
@@ -125,14 +138,104 @@ fn last_word(before: &str) -> &str {
         .unwrap_or("")
 }
 
+/// The words of an identifier or a phrase: split on what is not a letter or digit and at
+/// camelCase humps (`PublicKeyId` → `Public`, `Key`, `Id`).
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .flat_map(|w| {
+            let b = w.as_bytes();
+            let mut cuts = vec![0];
+            cuts.extend(
+                (1..b.len())
+                    .filter(|&i| b[i].is_ascii_uppercase() && b[i - 1].is_ascii_lowercase()),
+            );
+            cuts.push(b.len());
+            cuts.windows(2).map(|c| &w[c[0]..c[1]]).collect::<Vec<_>>()
+        })
+        .filter(|w| !w.is_empty())
+}
+
+/// Whether a word of the context (camelCase split) or the word before it is a non-secret key's
+/// (`cache key`, `PublicKeyId`, `KeyError`).
+fn names_not_secret(before: &str, context: &str) -> bool {
+    words(last_word(before))
+        .chain(words(context))
+        .any(|w| NOT_SECRET_KEYS.iter().any(|n| n.eq_ignore_ascii_case(w)))
+}
+
+/// Whether the context names an identifier, not a credential: a word of it or the word before
+/// it is a non-secret key's (`cache key`, `PublicKeyId`, `sort_key`), or a word after the
+/// credential word says the value is about the key (`key id …`, `token_name`).
+pub(super) fn not_secret_context(before: &str, context: &str) -> bool {
+    if names_not_secret(before, context) {
+        return true;
+    }
+    let all: Vec<&str> = words(context).collect();
+    let at = all.iter().rposition(|w| {
+        let w = w.to_ascii_lowercase();
+        [
+            "pass", "pwd", "secret", "token", "key", "auth", "cred", "psk",
+        ]
+        .iter()
+        .any(|k| w.contains(k))
+    });
+    at.is_some_and(|i| {
+        all[i + 1..].iter().any(|w| {
+            [
+                "id",
+                "ids",
+                "name",
+                "names",
+                "type",
+                "length",
+                "policy",
+                "fingerprint",
+                "version",
+                "count",
+                "expiry",
+                "expires",
+                "format",
+            ]
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(w))
+        })
+    })
+}
+
 fn keyword_value(before: &str, context: &str, value: &str) -> bool {
-    if has_word(last_word(before), NOT_SECRET_KEYS) || has_word(context, NOT_SECRET_KEYS) {
+    if names_not_secret(before, context)
+        || prose_id_after_key(context)
+        || words(context).any(|w| w.eq_ignore_ascii_case("public"))
+    {
         return false;
     }
     // `KEYID:SECRET` after a credential word: judged by its first half, redacted whole.
     let v = trim(value);
+    // An OpenPGP key id or fingerprint (`gpg: key 8A88E352602E9035: public key imported`):
+    // upper-case hex of 8, 16 or 40 digits.
+    let first_raw = v.split(':').next().unwrap_or(v);
+    if matches!(first_raw.len(), 8 | 16 | 40)
+        && first_raw
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b))
+    {
+        return false;
+    }
     let first = v.split(':').next().unwrap_or(v);
     is_random(first) || (is_uuid(first) && strong(context))
+}
+
+/// `key id 2A7B…`, `token name …`: the word after the credential word, in prose, says the
+/// value is about the credential, not the credential.
+fn prose_id_after_key(context: &str) -> bool {
+    let mut it = context.split_whitespace();
+    it.next();
+    it.any(|w| {
+        let w = w.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        ["id", "ids", "fingerprint", "name"]
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(w))
+    })
 }
 
 fn scheme_value(_: &str, context: &str, value: &str) -> bool {
@@ -154,6 +257,7 @@ const NOT_USERS: &[&str] = &[
     "blake3",
     "crc32",
     "sha",
+    "h1",
     "urn",
     "uuid",
     "http",
@@ -251,10 +355,61 @@ fn env_value(_: &str, context: &str, value: &str) -> bool {
 
 /// Object ids that look like tokens but are not credentials (Stripe, OpenAI, Anthropic, …).
 const ID_PREFIXES: &[&str] = &[
-    "req", "request", "cus", "ch", "pi", "pm", "py", "evt", "sub", "in", "ii", "txn", "price",
-    "prod", "acct", "seti", "src", "po", "re", "cs", "msg", "toolu", "srvtoolu", "file", "batch",
-    "run", "thread", "asst", "step", "chatcmpl", "resp", "call", "ftjob", "job", "trace", "span",
-    "build", "commit", "sha", "img", "vs", "org", "proj", "user", "sess", "conv", "item",
+    "req",
+    "request",
+    "cus",
+    "ch",
+    "pi",
+    "pm",
+    "py",
+    "evt",
+    "sub",
+    "in",
+    "ii",
+    "txn",
+    "price",
+    "prod",
+    "acct",
+    "seti",
+    "src",
+    "po",
+    "re",
+    "cs",
+    "msg",
+    "toolu",
+    "srvtoolu",
+    "file",
+    "batch",
+    "run",
+    "thread",
+    "asst",
+    "step",
+    "chatcmpl",
+    "resp",
+    "call",
+    "ftjob",
+    "job",
+    "trace",
+    "span",
+    "build",
+    "commit",
+    "sha",
+    "img",
+    "vs",
+    "org",
+    "proj",
+    "user",
+    "sess",
+    "conv",
+    "item",
+    "deploy",
+    "deployment",
+    "dpl",
+    "sha1",
+    "sha256",
+    "sha384",
+    "sha512",
+    "md5",
 ];
 
 /// `<prefix>_<random>`: a provider token whose format has no rule (`rnd_…`, `pcsk_…`,
@@ -274,6 +429,18 @@ fn prefixed_token(before: &str, _: &str, value: &str) -> bool {
     };
     let prefix = &v[..cut];
     let body = &v[cut + 1..];
+    // A provider's prefix is a word or an abbreviation (`rnd`, `nvapi`, `r8`), one case, not a
+    // random run cut at a `-` or `_` of base64url.
+    let letters = prefix.trim_end_matches(|c: char| c.is_ascii_digit());
+    let one_case = letters.bytes().all(|b| b.is_ascii_lowercase())
+        || letters.bytes().all(|b| b.is_ascii_uppercase());
+    if letters.is_empty() || !one_case || !letters.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return false;
+    }
+    // Hex groups joined by `-` are trace context (`ff-<trace id>-<span id>-01`), not a token.
+    if body.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') && body.contains('-') {
+        return false;
+    }
     !ID_PREFIXES.iter().any(|p| p.eq_ignore_ascii_case(prefix))
         && body.len() >= 20
         && is_random(body)
@@ -477,6 +644,12 @@ mod tests {
     fn object_ids_are_not_tokens() {
         assert!(!prefixed_token("", "", "req_011CSHoEeqs5C35K2UUqR7Fy"));
         assert!(prefixed_token("", "", "rnd_Zf3D0LXCM3EIMbgJpUNnkRtOfOue"));
+        // Trace context with an unknown version (found by scanning the repository's own text).
+        assert!(!prefixed_token(
+            "",
+            "",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ));
     }
 
     #[test]

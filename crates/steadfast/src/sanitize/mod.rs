@@ -28,11 +28,17 @@
 //! environment) turns it off for [`sanitize`] and [`sanitize_json`], and
 //! [`Sanitizer::builder`] builds a sanitizer with or without it.
 //!
+//! The layer also looks where credentials stand in other shapes (`places.rs`): credential
+//! words of other languages, encoded and nested text, markup, the next line, login
+//! transcripts, function arguments, key armor, URL path segments, structured tokens and
+//! vendor-named headers.
+//!
 //! To add rules, build a [`Sanitizer`] from the built-in table plus your own.
 
 mod entropy;
 mod generic;
 mod json;
+mod places;
 mod rule;
 mod rules;
 mod sanitizer;

@@ -128,6 +128,17 @@ fn never(_: &str) -> bool {
     false
 }
 
+/// Built-in rules that only claim a span so that no later rule redacts inside it.
+const CLAIMS: &[&str] = &["version-number", "non-secret-key"];
+
+/// Whether `rule` is one of the built-in claims (its name and pattern both).
+pub(super) fn is_claim(rule: &Rule) -> bool {
+    CLAIMS.contains(&rule.name.as_ref())
+        && BUILTIN_RULES
+            .iter()
+            .any(|b| b.name == rule.name && b.pattern == rule.pattern)
+}
+
 /// An INI value with spaces (`password = correct horse battery`) runs to the end of the line.
 fn ini_value(s: &str) -> bool {
     not_a_path(s)
@@ -392,7 +403,7 @@ pub const BUILTIN_RULES: &[Rule] = &[
     // `partition_key=…`, `next_page_token=…`): claimed so that the key rules below leave them alone.
     checked(
         "non-secret-key",
-        r#"(?-u)(?i)\b(?:[A-Za-z0-9]+[_.-])*(?:(?:idempotency|partition|sort|primary|foreign|cache|object|routing|dedup(?:lication)?|row|range|hash|shard|s3)[_.-]?key|(?:next[_.-]?)?page[_.-]?token|(?:continuation|sync|pagination)[_.-]?token)(?:\\?["'])?\s*(?:=>|:=|[:=])\s*(?:\\?["'])?[^\s"',;&]+"#,
+        r#"(?-u)(?i)\b(?:[A-Za-z0-9]+[_.-])*(?:(?:idempotency|partition|sort|primary|foreign|cache|object|routing|dedup(?:lication)?|row|range|hash|shard|s3|websocket)[_.-]?key|public[ _.-]?key|(?:next[_.-]?)?page[_.-]?token|(?:continuation|sync|pagination)[_.-]?token)(?:\\?["'])?\s*(?:=>|:=|[:=])\s*(?:\\?["'])?[^\s"',;&]+"#,
         "",
         never,
     ),

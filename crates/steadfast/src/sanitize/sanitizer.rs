@@ -7,6 +7,7 @@ use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, meta};
 
 use super::generic::{GENERIC_RULES, Generic};
+use super::places::{PLACES_EARLY, PLACES_LATE};
 use super::rule::Rule;
 
 /// How a match is judged before it is replaced.
@@ -28,6 +29,8 @@ struct Compiled {
     /// the span the scan found, to find them. (The scan's regex could report the groups, but
     /// resolving them in an automaton of every rule costs far more than in one of one rule.)
     groups: Option<meta::Regex>,
+    /// A built-in rule that only claims its span (its check always fails).
+    claim: bool,
 }
 
 /// A compiled set of rules.
@@ -42,6 +45,37 @@ pub struct Sanitizer {
     rules: Vec<Compiled>,
     /// Whether the generic layer's rules are among `rules` (after the others).
     generic: bool,
+    /// The index in `rules` of the generic layer's first rule (`rules.len()` without it).
+    first_generic: usize,
+    /// The rules before the generic layer alone, and the generic layer alone (only with the
+    /// layer): a span that one rule's check turned down is looked at again by the others, and
+    /// a generic value is checked for a rule's match inside it.
+    rules_regex: Option<meta::Regex>,
+    generic_regex: Option<meta::Regex>,
+}
+
+/// A match of one rule of the table.
+struct Match {
+    start: usize,
+    end: usize,
+    rule: usize,
+}
+
+/// A match as its rule judged it: what is kept around the replacement, and whether it passes.
+struct Judged {
+    start: usize,
+    keep: usize,
+    tail: usize,
+    end: usize,
+    passes: bool,
+}
+
+/// Which of the sanitizer's regexes to search.
+#[derive(Clone, Copy)]
+enum Which {
+    All,
+    Rules,
+    Generic,
 }
 
 impl fmt::Debug for Sanitizer {
@@ -69,6 +103,12 @@ const MAX_PASSES: usize = 3;
 /// How much text before a generic rule's match its check sees (`cache key …`): bounded, so that
 /// checking stays linear.
 const BEFORE: usize = 32;
+/// How far past a generic match's value a rule's match may end and still cut the value short
+/// (a PEM header is under 64 bytes).
+const RULE_INSIDE_SLACK: usize = 256;
+/// How far past a rejected span the generic layer's second look at it may reach: a value up to
+/// this long after a credential word is found whole.
+const SECOND_LOOK_SLACK: usize = 512;
 
 impl Sanitizer {
     /// The built-in rules followed by `extra` (which lose to the built-in ones at the same
@@ -119,7 +159,10 @@ impl Sanitizer {
         Self::compile_layers(rules.into_iter().collect(), &[])
     }
 
-    fn compile_layers(rules: Vec<Rule>, generic: &[Generic]) -> Result<Sanitizer, regex::Error> {
+    fn compile_layers(
+        rules: Vec<Rule>,
+        generic: &[&'static Generic],
+    ) -> Result<Sanitizer, regex::Error> {
         let first_generic = rules.len();
         let rules: Vec<Rule> = rules
             .into_iter()
@@ -136,13 +179,28 @@ impl Sanitizer {
                 .iter()
                 .find_map(|r| builder().build(&r.pattern).err().map(|e| (r, e)));
             match culprit {
-                Some((rule, e)) => regex::Error::Syntax(format!("rule `{}`: {e}", rule.name)),
+                Some((rule, e)) => {
+                    let cause =
+                        std::error::Error::source(&e).map_or(String::new(), |c| format!(": {c}"));
+                    regex::Error::Syntax(format!("rule `{}`: {e}{cause}", rule.name))
+                }
                 None => match e.size_limit() {
                     Some(limit) => regex::Error::CompiledTooBig(limit),
                     None => regex::Error::Syntax(e.to_string()),
                 },
             }
         })?;
+        let (rules_regex, generic_regex) = if generic.is_empty() {
+            (None, None)
+        } else {
+            let (before, after) = patterns.split_at(first_generic);
+            let alone = |p: &[&str]| {
+                builder()
+                    .build_many(p)
+                    .map_err(|e| regex::Error::Syntax(e.to_string()))
+            };
+            (Some(alone(before)?), Some(alone(after)?))
+        };
         let info = regex.group_info();
         let compiled = rules
             .into_iter()
@@ -164,7 +222,9 @@ impl Sanitizer {
                     (None, Some(check)) => Check::Value(check),
                     (None, None) => Check::Always,
                 };
+                let claim = super::rules::is_claim(&rule);
                 Ok(Compiled {
+                    claim,
                     name: rule.name,
                     replacement: rule.replacement,
                     check,
@@ -176,6 +236,9 @@ impl Sanitizer {
             regex,
             rules: compiled,
             generic: !generic.is_empty(),
+            first_generic,
+            rules_regex,
+            generic_regex,
         })
     }
 
@@ -185,7 +248,28 @@ impl Sanitizer {
     ///
     /// See [`Sanitizer`] for an example.
     pub fn sanitize<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        let Some((mut out, mut again)) = self.pass(text) else {
+        self.sanitize_counting(text, &mut 0)
+    }
+
+    /// How much scanning [`Sanitizer::sanitize`] does on `text`: the bytes each search of the
+    /// scan covered up to the end of its match (or of the text), plus the bytes handed to the
+    /// checks. A count of work that does not depend on the machine, for tests of linearity.
+    ///
+    /// ```
+    /// let s = steadfast::Sanitizer::default_rules();
+    /// let short = s.scan_work(&"password=/ ".repeat(1_000));
+    /// let long = s.scan_work(&"password=/ ".repeat(4_000));
+    /// assert!(long <= 5 * short);
+    /// ```
+    #[doc(hidden)]
+    pub fn scan_work(&self, text: &str) -> usize {
+        let mut work = 0;
+        let _ = self.sanitize_counting(text, &mut work);
+        work
+    }
+
+    fn sanitize_counting<'t>(&self, text: &'t str, work: &mut usize) -> Cow<'t, str> {
+        let Some((mut out, mut again)) = self.pass(text, work) else {
             return Cow::Borrowed(text);
         };
         // A replacement next to a letter gives that letter a word boundary it did not have
@@ -196,7 +280,7 @@ impl Sanitizer {
             if !again {
                 break;
             }
-            match self.pass(&out) {
+            match self.pass(&out, work) {
                 Some((next, next_again)) => (out, again) = (next, next_again),
                 None => break,
             }
@@ -204,60 +288,128 @@ impl Sanitizer {
         Cow::Owned(out)
     }
 
+    /// Where a match's rule keeps text and whether its check lets it be replaced.
+    fn judge(&self, text: &str, m: &Match, work: &mut usize) -> Judged {
+        let hay = text.as_bytes();
+        // Patterns run on bytes; a span never splits a character of the text.
+        let start = floor_char(text, m.start);
+        let end = ceil_char(text, m.end);
+        let rule = &self.rules[m.rule];
+        let (keep, tail) = match &rule.groups {
+            Some(alone) => {
+                let mut caps = alone.create_captures();
+                alone.search_captures(
+                    &Input::new(hay).span(m.start..m.end).anchored(Anchored::Yes),
+                    &mut caps,
+                );
+                *work += m.end - m.start;
+                if caps.is_match() {
+                    (
+                        caps.get_group_by_name("KEEP").map_or(start, |s| s.end),
+                        caps.get_group_by_name("TAIL").map_or(end, |s| s.start),
+                    )
+                } else {
+                    (start, end)
+                }
+            }
+            None => (start, end),
+        };
+        // A group boundary inside a character (possible in a custom byte-level rule):
+        // redact the whole span rather than guess.
+        let (keep, tail) =
+            if keep <= tail && text.is_char_boundary(keep) && text.is_char_boundary(tail) {
+                (keep, tail)
+            } else {
+                (start, end)
+            };
+        let passes = match rule.check {
+            Check::Always => true,
+            Check::Value(check) => {
+                *work += tail - keep;
+                check(&text[keep..tail])
+            }
+            Check::Context(check) => {
+                let from = floor_char(text, start.saturating_sub(BEFORE));
+                *work += tail - from;
+                check(&text[from..start], &text[start..keep], &text[keep..tail])
+            }
+        };
+        Judged {
+            start,
+            keep,
+            tail,
+            end,
+            passes,
+        }
+    }
+
+    /// The first match at or after `at` of the regex `which`, as a match of the whole table.
+    fn find(
+        &self,
+        which: Which,
+        hay: &[u8],
+        span: (usize, usize),
+        anchored: bool,
+        work: &mut usize,
+    ) -> Option<Match> {
+        let (regex, offset) = match which {
+            Which::All => (&self.regex, 0),
+            Which::Rules => (self.rules_regex.as_ref()?, 0),
+            Which::Generic => (self.generic_regex.as_ref()?, self.first_generic),
+        };
+        let mut input = Input::new(hay).span(span.0..span.1);
+        if anchored {
+            input = input.anchored(Anchored::Yes);
+        }
+        let m = regex.search(&input);
+        *work += m.map_or(span.1, |m| m.end()) - span.0;
+        m.map(|m| Match {
+            start: m.start(),
+            end: m.end(),
+            rule: offset + m.pattern().as_usize(),
+        })
+    }
+
     /// One scan: the redacted text (`None` when nothing was replaced), and whether a
     /// replacement now borders a word character.
-    fn pass(&self, text: &str) -> Option<(String, bool)> {
+    fn pass(&self, text: &str, work: &mut usize) -> Option<(String, bool)> {
         let hay = text.as_bytes();
         let mut again = false;
         let mut out: Option<String> = None;
         let mut copied = 0;
         let mut at = 0;
         let mut rescan_budget = text.len() + 4096;
+        // A match found by a second look at a rejected span's start.
+        let mut pending: Option<Match> = None;
+        // The end of the last span a check turned down. A replacement inside it changes what
+        // that rule sees (`sk-…` turned down, then a key block inside it replaced): look again.
+        let mut rejected_end = 0;
         while at <= hay.len() {
-            let Some(m) = self.regex.search(&Input::new(hay).span(at..hay.len())) else {
-                break;
+            let m = match pending.take() {
+                Some(m) => m,
+                None => match self.find(Which::All, hay, (at, hay.len()), false, work) {
+                    Some(m) => m,
+                    None => break,
+                },
             };
-            // Patterns run on bytes; a span never splits a character of the text.
-            let start = floor_char(text, m.start());
-            let end = ceil_char(text, m.end());
-            let rule = &self.rules[m.pattern().as_usize()];
-            let (keep, tail) = match &rule.groups {
-                Some(alone) => {
-                    let mut caps = alone.create_captures();
-                    alone.search_captures(
-                        &Input::new(hay)
-                            .span(m.start()..m.end())
-                            .anchored(Anchored::Yes),
-                        &mut caps,
-                    );
-                    if caps.is_match() {
-                        (
-                            caps.get_group_by_name("KEEP").map_or(start, |s| s.end),
-                            caps.get_group_by_name("TAIL").map_or(end, |s| s.start),
-                        )
-                    } else {
-                        (start, end)
+            let Judged {
+                start,
+                keep,
+                mut tail,
+                mut end,
+                passes,
+            } = self.judge(text, &m, work);
+            let rule = &self.rules[m.rule];
+            let generic = m.rule >= self.first_generic;
+            if passes {
+                if generic {
+                    // A generic value may run into a rule's match (`A:x=-----BEGIN PRIVATE
+                    // KEY-----…` as a user and password): redact up to it and let the rule
+                    // take the rest, so the key block does not survive behind the replacement.
+                    if let Some(cut) = self.rule_inside(text, keep, end, work) {
+                        (tail, end) = (cut, cut);
                     }
                 }
-                None => (start, end),
-            };
-            // A group boundary inside a character (possible in a custom byte-level rule):
-            // redact the whole span rather than guess.
-            let (keep, tail) =
-                if keep <= tail && text.is_char_boundary(keep) && text.is_char_boundary(tail) {
-                    (keep, tail)
-                } else {
-                    (start, end)
-                };
-            let passes = match rule.check {
-                Check::Always => true,
-                Check::Value(check) => check(&text[keep..tail]),
-                Check::Context(check) => {
-                    let from = floor_char(text, start.saturating_sub(BEFORE));
-                    check(&text[from..start], &text[start..keep], &text[keep..tail])
-                }
-            };
-            if passes {
                 let buf = out.get_or_insert_with(|| String::with_capacity(text.len()));
                 buf.push_str(&text[copied..start]);
                 buf.push_str(&text[start..keep]);
@@ -266,32 +418,46 @@ impl Sanitizer {
                 copied = end;
                 let word =
                     |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
-                again |= word(hay.get(end)) || (start > 0 && word(hay.get(start - 1)));
+                again |= word(hay.get(end))
+                    || (start > 0 && word(hay.get(start - 1)))
+                    || start < rejected_end;
+                at = if end == start {
+                    ceil_char(text, end + 1)
+                } else {
+                    end
+                };
+                continue;
             }
-            at = if end == start {
+            if end == start {
                 // An empty match: move on by one character.
-                ceil_char(text, end + 1)
-            } else if passes {
-                end
-            } else if keep == start {
-                match rule.check {
-                    // A generic rule's span may hold a rule's match that starts later
-                    // (`AKIA…:…` fails as a pair): look again after the word it starts
-                    // with (a rule starts at a word boundary or at a non-word character).
-                    Check::Context(_) if end - start <= rescan_budget => {
-                        rescan_budget -= end - start;
-                        let word = hay[start..end]
-                            .iter()
-                            .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
-                            .map_or(end, |i| start + i);
-                        ceil_char(text, word.max(start + 1))
+                at = ceil_char(text, end + 1);
+                continue;
+            }
+            rejected_end = rejected_end.max(end);
+            if rule.claim {
+                // A claim (`version 10.2.3.4`, `partition_key=…`) is there so that no other
+                // rule redacts inside it.
+                at = end;
+                continue;
+            }
+            // A rule's check turned the span down: the span must stay visible to every other
+            // rule. The generic layer's rules lose to the built-in ones at the same position,
+            // so ask them alone whether one matches here (`token_for_upload: <random>` is no
+            // `token_…` key shape, but it is a credential word and a value).
+            if !generic && end - start <= rescan_budget {
+                rescan_budget -= end - start;
+                let until = ceil_char(text, (end + SECOND_LOOK_SLACK).min(hay.len()));
+                if let Some(g) = self.find(Which::Generic, hay, (start, until), true, work) {
+                    if g.end > g.start {
+                        pending = Some(g);
+                        continue;
                     }
-                    _ => end,
                 }
-            } else {
-                // A failed check leaves the span as text, but what follows its `KEEP` part may
-                // still hold a match (`key: -----BEGIN PRIVATE KEY-----…`): scan it again,
-                // within a budget that keeps the whole scan linear.
+            }
+            at = if keep != start {
+                // What follows the `KEEP` part may still hold a match (`key: -----BEGIN
+                // PRIVATE KEY-----…`): scan it again, within a budget that keeps the whole
+                // scan linear.
                 let again = end - keep;
                 if again <= rescan_budget {
                     rescan_budget -= again;
@@ -299,11 +465,42 @@ impl Sanitizer {
                 } else {
                     end
                 }
+            } else if end - start <= rescan_budget {
+                // The span may hold a match that starts later (`AKIA…:…` fails as a pair):
+                // look again after the word it starts with (a rule starts at a word boundary
+                // or at a non-word character).
+                rescan_budget -= end - start;
+                let word = hay[start..end]
+                    .iter()
+                    .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+                    .map_or(end, |i| start + i);
+                ceil_char(text, word.max(start + 1))
+            } else {
+                end
             };
         }
         let mut buf = out?;
         buf.push_str(&text[copied..]);
         Some((buf, again))
+    }
+
+    /// Where a built-in (or extra) rule's match that passes its check starts inside the value
+    /// `keep..end` of a generic match and runs on past it, if one does. The look is bounded to the value and a
+    /// little after it (room for a PEM header), so it stays linear.
+    fn rule_inside(&self, text: &str, keep: usize, end: usize, work: &mut usize) -> Option<usize> {
+        let hay = text.as_bytes();
+        let from = ceil_char(text, keep + 1);
+        if from >= end {
+            return None;
+        }
+        let until = ceil_char(text, (end + RULE_INSIDE_SLACK).min(hay.len()));
+        let m = self.find(Which::Rules, hay, (from, until), false, work)?;
+        // A match inside the value is redacted with it; one that runs on past it is not.
+        if m.start >= end || m.end <= end {
+            return None;
+        }
+        let judged = self.judge(text, &m, work);
+        (judged.passes && judged.start > keep).then_some(judged.start)
     }
 
     /// The names of the rules, in priority order.
@@ -352,8 +549,16 @@ impl SanitizerBuilder {
             .cloned()
             .chain(self.extra)
             .collect();
-        let generic: &[Generic] = if self.generic { GENERIC_RULES } else { &[] };
-        Sanitizer::compile_layers(rules, generic)
+        let generic: Vec<&'static Generic> = if self.generic {
+            PLACES_EARLY
+                .iter()
+                .chain(GENERIC_RULES)
+                .chain(PLACES_LATE)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Sanitizer::compile_layers(rules, &generic)
     }
 }
 

@@ -71,12 +71,66 @@ fn value(rng: &mut Rng, kind: &str, len: Option<usize>) -> String {
                 &h[20..]
             )
         }
+        // Sortable and random ids (look-alikes): ULID (Crockford base32), KSUID (base62, 27),
+        // nanoid (21, url-safe).
+        "ulid" => format!("01{}", rng.pick(b"0123456789ABCDEFGHJKMNPQRSTVWXYZ", 24)),
+        "ksuid" => format!("2{}", rng.pick(B62, 26)),
+        "nano" => rng.pick(B64URL, n(21)),
         "b64pad" => {
             let body = rng.pick(B64, n(44) - 2);
             format!("{body}==")
         }
+        // A JSON credential file, base64-wrapped (as Kubernetes secrets and CI variables hold
+        // them): the whole blob is the secret.
+        "b64cred" => {
+            let json = format!(
+                "{{\"type\":\"service_account\",\"client_id\":\"{}\",\"client_secret\":\"{}\"}}",
+                rng.pick(HEX, 20),
+                rng.pick(B62, n(32))
+            );
+            base64(json.as_bytes())
+        }
+        // SASL PLAIN: base64 of `\0user\0password`, as mail and directory clients log it.
+        "b64plain" => {
+            let pw = value(rng, "pw", len);
+            base64(format!("\0svc-mail\0{pw}").as_bytes())
+        }
+        // A password percent-encoded, as it appears in a query string or an encoded URL.
+        "pct" => {
+            let pw = value(rng, "pw", len);
+            pw.bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() {
+                        (b as char).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect()
+        }
         other => panic!("unknown placeholder kind {other}"),
     }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// A message with its placeholders filled, and the secret values it now holds.
@@ -107,6 +161,7 @@ pub fn fill(template: &str, seed: u64) -> Filled {
         // `{` of JSON and the like: not a placeholder.
         let known = [
             "b62", "b64", "b64u", "hex", "HEX", "up", "low", "az", "pw", "uuid", "b64pad",
+            "b64cred", "b64plain", "pct", "ulid", "ksuid", "nano",
         ];
         if !known.contains(&kind) {
             text.push_str(&rest[..=open]);
