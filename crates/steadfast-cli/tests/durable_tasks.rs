@@ -589,8 +589,14 @@ fn modern_meta(tasks: bool) -> Value {
 async fn the_tasks_extension_of_2026_07_28_runs_durable_calls_from_the_same_store() {
     let s = Setup::new("[tools.echo]\ndurable = true\n[tools.slow]\ndurable = true\n");
     let mut g = s.gateway(&[]);
-    init(&mut g, false).await;
-    request(&mut g, 1, "tools/list", json!({})).await;
+    // A modern connection throughout: the era is locked by its first request (issue 36, 13b).
+    request(
+        &mut g,
+        1,
+        "tools/list",
+        json!({"_meta": modern_meta(false)}),
+    )
+    .await;
     let call = |id: i64, tool: &str, args: Value, tasks: bool| {
         (
             id,
@@ -668,7 +674,11 @@ async fn the_tasks_extension_of_2026_07_28_runs_durable_calls_from_the_same_stor
     )
     .await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    // `tasks/update` is not a method of the 2025-11-25 tasks.
+    // `tasks/update` is not a method of the 2025-11-25 tasks (asked on a handshake-era
+    // connection: the modern one refuses a request without the envelope).
+    drop(g);
+    let mut g = s.gateway(&[]);
+    init(&mut g, false).await;
     let r = request(
         &mut g,
         11,

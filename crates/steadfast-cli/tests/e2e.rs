@@ -115,6 +115,20 @@ impl Session {
         .expect("call answered")
     }
 
+    /// A call the upstream refuses with a JSON-RPC error: that error, as the client gets it.
+    async fn call_refused(&self, name: &str, args: Value) -> rmcp::model::ErrorData {
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            self.client.call_tool(params(name, args)),
+        )
+        .await
+        .expect("call finished");
+        match r {
+            Err(rmcp::ServiceError::McpError(e)) => e,
+            other => panic!("expected a JSON-RPC error, got {other:?}"),
+        }
+    }
+
     /// How often the upstream saw each tool (its own counter, since its last start).
     async fn upstream_calls(&self) -> Value {
         let r = self.call("calls", json!({})).await;
@@ -203,10 +217,10 @@ retry = { max_attempts = 4, base_delay = "10ms", attempt_timeout = "300ms" }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permanent_failures_arrive_as_sanitized_errors() {
     let s = start(FAST).await;
-    let e = llm_error(&s.call("strict", json!({})).await);
-    assert_eq!(e["code"], "INVALID_REQUEST");
-    assert_eq!(e["tool"], "strict");
-    assert_eq!(e["retriable"], false);
+    // The upstream's `invalid params` keeps its class (issue 36 item 14): a JSON-RPC error, as
+    // direct, its text sanitized.
+    let e = s.call_refused("strict", json!({})).await;
+    assert_eq!(e.code.0, -32602, "{e:?}");
     assert_eq!(s.upstream_calls().await["strict"], 1, "not retried");
 
     // A business failure reaches the model as the tool wrote it, minus secrets and internals.
@@ -539,8 +553,8 @@ async fn a_streamable_http_upstream_gets_the_same_treatment() {
         6,
         "retries went over HTTP"
     );
-    let e = llm_error(&s.call("strict", json!({})).await);
-    assert_eq!(e["code"], "INVALID_REQUEST");
+    let e = s.call_refused("strict", json!({})).await;
+    assert_eq!(e.code.0, -32602, "{e:?}");
     let info = s.client.peer_info().unwrap();
     assert_eq!(
         info.server_info.as_ref().unwrap().name,

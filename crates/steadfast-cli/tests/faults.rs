@@ -786,7 +786,8 @@ async fn made_up_tool_names_cost_no_memory_per_name() {
     let base = rss_kib(pid).unwrap();
     for i in 0..3000 {
         let a = call(&mut p, 200_000 + i, &format!("no_such_tool_{i}"), json!({})).await;
-        assert!(a.response.get("result").is_some());
+        // The upstream's unknown-tool error, its class kept (issue 36 item 14).
+        assert_eq!(a.response["error"]["code"], -32602, "{}", a.response);
     }
     let after = rss_kib(pid).unwrap();
     // 3000 names at even 1 KB each would be 3 MB.

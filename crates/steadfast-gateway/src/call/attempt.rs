@@ -31,6 +31,11 @@ pub(crate) struct Related<'a> {
     pub(crate) origin: Option<&'a dyn Downstream>,
     /// The client request's own stream (an HTTP POST answered with server-sent events).
     pub(crate) stream: Option<Arc<Outbound>>,
+    /// Where the attempt leaves the upstream's JSON-RPC error object (raw), when it answered
+    /// with one (cleared by any other outcome): the call's answer keeps its class
+    /// (`outcome.rs`). Errors the gateway makes itself (a reply too large, an HTTP status)
+    /// never land here.
+    pub(crate) upstream_error: Option<&'a std::sync::Mutex<Option<String>>>,
 }
 
 /// An attempt's time bounds, from the tool's policy.
@@ -59,8 +64,12 @@ pub(crate) async fn send(
     related: Related<'_>,
     bounds: Timeouts,
 ) -> Result<Answer, CallFailure> {
+    if let Some(cell) = related.upstream_error {
+        *cell.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
     let link = upstream.link().await.map_err(CallFailure::NotSent)?;
     let activity = related.progress.as_ref().map(|r| r.activity.clone());
+    let error_cell = related.upstream_error;
     let (guard, mut rx) = upstream.call_related(
         &link,
         "tools/call",
@@ -89,6 +98,9 @@ pub(crate) async fn send(
         }
     };
     guard.finish();
+    if let (Some(cell), Reply::Error(raw)) = (error_cell, &reply) {
+        *cell.lock().unwrap_or_else(|e| e.into_inner()) = Some(raw.clone());
+    }
     into_answer(reply, upstream.settings().max_message_size)
 }
 

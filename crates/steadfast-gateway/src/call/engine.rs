@@ -15,12 +15,15 @@ use super::span;
 use crate::route::router::Router;
 use crate::upstream::ProgressRoute;
 
-/// Runs `call` under `terms`: attempts until one answers or the policy gives up.
+/// Runs `call` under `terms`: attempts until one answers or the policy gives up. Each attempt
+/// leaves the upstream's JSON-RPC error in `upstream_error` when it answered with one (see
+/// `attempt::Related`).
 pub(crate) async fn run(
     router: &Router,
     ctx: &Context<'_>,
     call: &Resolved<'_>,
     terms: &Terms,
+    upstream_error: &std::sync::Mutex<Option<String>>,
 ) -> Result<Answer, LlmError> {
     let (upstream, tools) = (&call.route.upstream, &call.route.tools);
     let (name, original) = (call.name, &*call.original);
@@ -67,6 +70,7 @@ pub(crate) async fn run(
                         progress: progress.clone(),
                         origin: ctx.downstream.as_deref(),
                         stream: ctx.stream.clone(),
+                        upstream_error: Some(upstream_error),
                     };
                     // Boxed: the engine moves each attempt's future into its timeout, its race
                     // with cancellation and its judge; a pointer moves cheaply, this one does not.

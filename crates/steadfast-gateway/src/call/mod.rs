@@ -73,6 +73,21 @@ pub(crate) async fn run(
     };
     let started = Instant::now();
     let terms = limits::terms(&call, ctx);
-    let outcome = engine::run(router, ctx, &call, &terms).await;
-    outcome::answer(ctx, on_limit, &call, &terms, started.elapsed(), outcome)
+    let upstream_error = std::sync::Mutex::new(None);
+    let outcome = engine::run(router, ctx, &call, &terms, &upstream_error).await;
+    let upstream_error = upstream_error
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
+    let failed = outcome::Failed {
+        upstream_error: upstream_error.as_deref(),
+    };
+    outcome::answer(
+        ctx,
+        on_limit,
+        &call,
+        &terms,
+        started.elapsed(),
+        outcome,
+        failed,
+    )
 }

@@ -9,10 +9,12 @@ use serde_json::value::RawValue;
 
 use crate::session::input_required::{Runs, ServerAsk};
 use crate::upstream::{Declined, Downstream, Link, Upstream};
-use crate::wire::jsonrpc;
 use crate::wire::outbound::{Outbound, Refused};
+use crate::wire::{era, jsonrpc};
 
 mod server_requests;
+#[cfg(test)]
+mod tests;
 
 use server_requests::{LocalAnswer, MAX_SERVER_REQUESTS, ServerRequest, ServerRequests};
 
@@ -42,6 +44,56 @@ pub(crate) struct Client {
     /// The modern requests in flight that can be answered with `input_required`: the
     /// server's requests go to them (`input_required.rs`).
     runs: Runs,
+    /// The protocol era this connection opened with, once it did (`Era`): a request of the
+    /// other era is refused, as the SDKs' dual-era servers refuse it.
+    era: std::sync::atomic::AtomicU8,
+    /// How many of this modern client's requests in flight asked for logs at each level
+    /// (`_meta` log level, ranked as `era::LOG_LEVELS`): a log reaches it only when some
+    /// request asked for its level or a lower one.
+    log_levels: Mutex<[u32; 8]>,
+    /// Progress of this client's parked and resumed calls (`input_required`), by the first
+    /// request's progress token (raw JSON): where it goes now.
+    moved_progress: Mutex<HashMap<String, Moved, foldhash::fast::RandomState>>,
+}
+
+/// Where the progress of a call answered `input_required` goes.
+pub(crate) enum Moved {
+    /// Nowhere: the request it was for is answered, the retry has not come (or asked for none).
+    Parked,
+    /// To the retry: its token, its client (another one, over HTTP) and its stream.
+    To {
+        token: serde_json::Value,
+        client: std::sync::Weak<Client>,
+        stream: Option<Arc<Outbound>>,
+    },
+}
+
+/// The protocol era a connection opened with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// Not decided yet: no request of either era was accepted.
+    Open = 0,
+    /// It opened with `initialize`.
+    Handshake = 1,
+    /// It opened with a modern request (MCP 2026-07-28) that passed its checks.
+    Modern = 2,
+}
+
+/// Holds a modern request's log level for as long as its call runs (see `Client::log_scope`).
+pub(crate) struct LogScope {
+    client: Arc<Client>,
+    rank: usize,
+}
+
+impl Drop for LogScope {
+    fn drop(&mut self) {
+        let mut levels = self
+            .client
+            .log_levels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        levels[self.rank] = levels[self.rank].saturating_sub(1);
+    }
 }
 
 /// How a front awaits the response to one request.
@@ -72,6 +124,9 @@ impl Client {
             initialized: std::sync::atomic::AtomicBool::new(false),
             modern: std::sync::atomic::AtomicBool::new(false),
             runs: Runs::default(),
+            era: std::sync::atomic::AtomicU8::new(Era::Open as u8),
+            log_levels: Mutex::default(),
+            moved_progress: Mutex::default(),
         })
     }
 
@@ -94,6 +149,147 @@ impl Client {
     /// Records that the client speaks MCP 2026-07-28 (see the field).
     pub(crate) fn mark_modern(&self) {
         self.modern.store(true, Ordering::Relaxed);
+    }
+
+    /// Locks the connection's era to `era` if it is not decided yet; the era it has now.
+    pub(crate) fn lock_era(&self, era: Era) -> Era {
+        match self.era.compare_exchange(
+            Era::Open as u8,
+            era as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => era,
+            Err(now) => Era::from_u8(now),
+        }
+    }
+
+    /// The era the connection opened with.
+    pub(crate) fn era(&self) -> Era {
+        Era::from_u8(self.era.load(Ordering::Acquire))
+    }
+
+    /// Counts a modern request's log level (`rank` in `era::LOG_LEVELS`) while the returned
+    /// scope lives; `None` (no scope) for a request that asked for no logs.
+    pub(crate) fn log_scope(self: &Arc<Self>, rank: Option<usize>) -> Option<LogScope> {
+        let rank = rank.filter(|r| *r < era::LOG_LEVELS.len())?;
+        self.log_levels.lock().unwrap_or_else(|e| e.into_inner())[rank] += 1;
+        Some(LogScope {
+            client: self.clone(),
+            rank,
+        })
+    }
+
+    /// Whether `line` may go to this client: anything but a log goes to a handshake-era
+    /// client; a modern client gets a `notifications/message` only when one of its requests
+    /// in flight asked for logs at its level or a lower one (MCP 2026-07-28: a request without
+    /// a log level gets no logs). Over stdio a server does not say which request a log is for:
+    /// any request of the client that asked for the level lets it through.
+    fn may_send(&self, line: &[u8]) -> bool {
+        if !self.modern.load(Ordering::Relaxed) || !is_log(line) {
+            return true;
+        }
+        #[derive(serde::Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow)]
+            level: Option<std::borrow::Cow<'a, str>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Log<'a> {
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            params: Option<Params<'a>>,
+        }
+        let Ok(log) = serde_json::from_slice::<Log<'_>>(line) else {
+            return true;
+        };
+        if log.method.as_deref() != Some("notifications/message") {
+            return true; // the text appeared elsewhere (a request's params, say)
+        }
+        let rank = log
+            .params
+            .and_then(|p| p.level)
+            .and_then(|l| era::log_rank(&l));
+        let Some(rank) = rank else {
+            return false; // not a level: nobody asked for it
+        };
+        let levels = self.log_levels.lock().unwrap_or_else(|e| e.into_inner());
+        levels[..=rank].iter().any(|n| *n > 0)
+    }
+
+    /// Sends the progress of the call started with progress token `token` (raw JSON) where
+    /// `to` says, until [`Client::end_moved_progress`].
+    pub(crate) fn move_progress(&self, token: &str, to: Moved) {
+        self.moved_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.to_owned(), to);
+    }
+
+    /// The call started with progress token `token` ended: nothing more to move.
+    pub(crate) fn end_moved_progress(&self, token: &str) {
+        self.moved_progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(token);
+    }
+
+    /// A progress notification of a moved call, delivered where it goes now (true: taken,
+    /// or dropped on purpose); `Err` gives back any other line.
+    fn moved(&self, line: Vec<u8>) -> Result<bool, Vec<u8>> {
+        static PROGRESS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"notifications/progress"));
+        if PROGRESS.find(&line).is_none() {
+            return Err(line);
+        }
+        let target = {
+            let moved = self
+                .moved_progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if moved.is_empty() {
+                return Err(line);
+            }
+            let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&line) else {
+                return Err(line);
+            };
+            let key = v["params"]["progressToken"].to_string();
+            match moved.get(&key) {
+                None => return Err(line),
+                Some(Moved::Parked) => return Ok(true),
+                Some(Moved::To {
+                    token,
+                    client,
+                    stream,
+                }) => {
+                    v["params"]["progressToken"] = token.clone();
+                    let params = v["params"].to_string();
+                    let line = jsonrpc::notification("notifications/progress", Some(&params));
+                    (client.clone(), stream.clone(), line)
+                }
+            }
+        };
+        let (client, stream, line) = target;
+        Ok(client
+            .upgrade()
+            .is_some_and(|c| c.deliver_related(stream.as_deref(), line)))
+    }
+
+    /// [`Downstream::push_related`] once the line is known to go to this client.
+    fn deliver_related(&self, stream: Option<&Outbound>, line: Vec<u8>) -> bool {
+        let line = match stream {
+            None => line,
+            Some(s) => match s.offer(line) {
+                Ok(()) => return true,
+                Err(Refused::Full) => {
+                    self.out.count_dropped();
+                    return false;
+                }
+                Err(Refused::Closed(line)) => line,
+            },
+        };
+        self.out.push_notification(line)
     }
 
     /// Records that the client's `initialize` was answered with a result.
@@ -362,6 +558,10 @@ impl Downstream for Client {
         if self.modern.load(Ordering::Relaxed) && is_change(&line) {
             return true;
         }
+        // A log no request of a modern client asked for is not sent (dropped as delivered).
+        if !self.may_send(&line) {
+            return true;
+        }
         self.out.push_notification(line)
     }
 
@@ -379,18 +579,15 @@ impl Downstream for Client {
     /// cancel of one) on that request's stream while it is open, else on the client's queue;
     /// counted against the cap of whichever takes it. False if it was dropped.
     fn push_related(&self, stream: Option<&Outbound>, line: Vec<u8>) -> bool {
-        let line = match stream {
-            None => line,
-            Some(s) => match s.offer(line) {
-                Ok(()) => return true,
-                Err(Refused::Full) => {
-                    self.out.count_dropped();
-                    return false;
-                }
-                Err(Refused::Closed(line)) => line,
-            },
-        };
-        self.out.push_notification(line)
+        if !self.may_send(&line) {
+            return true;
+        }
+        // The progress of a call answered `input_required` goes to its retry, with the retry's
+        // token (the first request's is answered: a client drops progress for it).
+        match self.moved(line) {
+            Ok(taken) => taken,
+            Err(line) => self.deliver_related(stream, line),
+        }
     }
 
     /// Passes a request from a server (sampling, roots, elicitation) to the client under an
@@ -490,6 +687,23 @@ impl Drop for Client {
             req.reply(line);
         }
     }
+}
+
+impl Era {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Self::Handshake,
+            2 => Self::Modern,
+            _ => Self::Open,
+        }
+    }
+}
+
+/// Whether a line is a log (`notifications/message`).
+fn is_log(line: &[u8]) -> bool {
+    static LOG: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"notifications/message\""));
+    LOG.find(line).is_some()
 }
 
 /// Whether a notification line is a list change or a resource update.

@@ -1,6 +1,8 @@
 //! What the session does with each message the client sends: its dispatch. `initialize`,
 //! `ping`, `tools/call` and cancellation are acted on here; every other request is handed to
-//! the extension (methods it serves) or forwarded, and notifications are relayed.
+//! the extension (methods it serves) or forwarded, and notifications are relayed. The first
+//! request accepted decides the connection's era (`initialize`: handshake; a modern request
+//! that passes its checks: 2026-07-28); a request of the other era is refused.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,7 +11,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::{Session, span};
+use crate::session::client::Era;
 use crate::wire::call_params::CallParams;
+use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
 
 impl Session {
@@ -20,8 +24,20 @@ impl Session {
         let method = env.method.as_deref().unwrap_or_default();
         // A stateless session serves only modern requests the HTTP front checked: no second
         // look at the params.
-        if self.stateless || Self::is_modern_request(env, method) {
+        if self.stateless {
             return self.on_modern_request(env);
+        }
+        // The era is locked per connection by the first request of either era accepted on
+        // it, as the SDKs' dual-era servers lock it: a request of the other era is refused.
+        let modern = Self::is_modern_request(env, method);
+        match (self.client.era(), modern) {
+            (Era::Handshake, true) => {
+                let refusal = era::modern_after_handshake().error_object();
+                return self.refuse_raw(id, &refusal.to_string());
+            }
+            (_, true) => return self.on_modern_request(env),
+            (Era::Modern, false) => return self.refuse_other_era(id, method, env),
+            _ => {}
         }
         match method {
             "ping" => self
@@ -40,9 +56,32 @@ impl Session {
         }
     }
 
+    /// A request without the modern envelope on a connection that opened modern: `initialize`
+    /// gets `-32022` naming the modern versions, anything else the envelope check's `-32602`
+    /// naming the missing keys (what the Python SDK's dual-era servers answer).
+    fn refuse_other_era(&self, id: &str, method: &str, env: &Envelope<'_>) {
+        let params: Value = env
+            .params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let refusal = if method == "initialize" {
+            era::initialize_after_modern(&params)
+        } else {
+            match era::check(method, &params, None) {
+                Err(r) => r,
+                // (Not reached: a request that passes the check is modern.)
+                Ok(_) => era::initialize_after_modern(&params),
+            }
+        };
+        self.refuse_raw(id, &refusal.error_object().to_string());
+    }
+
     /// `initialize`: the upstream's handshake (each upstream's, when there are several),
     /// answered from the proxy.
     fn on_initialize(self: &Arc<Self>, id: &str, env: &Envelope<'_>) {
+        if self.client.lock_era(Era::Handshake) != Era::Handshake {
+            return self.refuse_other_era(id, "initialize", env);
+        }
         let Some((_, reg)) = self.register(id) else {
             return;
         };

@@ -20,6 +20,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::session::client::Era;
 use crate::session::{Session, input_required};
 use crate::wire::call_params::CallParams;
 use crate::wire::era;
@@ -44,6 +45,12 @@ impl Session {
         };
         if let Err(r) = era::check(&method, &params, None) {
             return self.refuse_raw(id, &r.error_object().to_string());
+        }
+        // The connection is modern from its first accepted modern request on (a refused one
+        // decides nothing: a dual-era client falls back to `initialize` after a -32022).
+        if !self.stateless && self.client.lock_era(Era::Modern) != Era::Modern {
+            let refusal = era::modern_after_handshake().error_object();
+            return self.refuse_raw(id, &refusal.to_string());
         }
         self.serve_modern(id, method, params, env.params.map(RawValue::get));
     }
@@ -87,11 +94,15 @@ impl Session {
         };
         let me = self.clone();
         let id = reg.id.clone();
+        // Logs reach the client while a request that asked for their level runs (MCP
+        // 2026-07-28: none for a request without `_meta` log level; `Client::log_scope`).
+        let logs = self.client.log_scope(era::log_level_of(&params));
         // A retry of a call the gateway parked: resumed, not run again.
         if let Some(state) = input_required::state_of(&params).filter(|_| parkable(&method)) {
             let state = state.to_owned();
             tokio::spawn(Box::pin(async move {
                 let _reg = reg;
+                let _logs = logs;
                 if let Some(line) = me.resume(&id, &method, &params, &state, &ct).await {
                     me.client.respond(&id, line);
                 }
@@ -108,6 +119,7 @@ impl Session {
                 ct,
                 transient: _transient,
             } = prepared;
+            let _logs = logs;
             let work = me.modern_work(&id, &method, params, as_written, &ct);
             if let Some(run) = run {
                 tokio::select! {

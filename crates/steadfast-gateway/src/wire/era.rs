@@ -23,6 +23,36 @@ pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// `_meta` key of a `server/discover` result's server name and version.
 pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
+/// The `_meta` key of a modern request's log level: logs related to the request at this level
+/// and above may be sent; without it, none (`notifications/message` is per-request opt-in).
+pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+
+/// The log levels, least severe first (RFC 5424, as MCP's `LoggingLevel`).
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// The rank of a log level in [`LOG_LEVELS`] (`None`: not a level).
+pub fn log_rank(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|l| *l == level)
+}
+
+/// The rank of the log level a modern request asks for (`None`: it asked for no logs).
+pub fn log_level_of(params: &Value) -> Option<usize> {
+    params
+        .get("_meta")
+        .and_then(|m| m.get(LOG_LEVEL))
+        .and_then(Value::as_str)
+        .and_then(log_rank)
+}
+
 /// The method a modern client learns the server's versions and capabilities with.
 pub const DISCOVER: &str = "server/discover";
 
@@ -192,6 +222,17 @@ pub fn check<'a>(
             ),
         ));
     }
+    if let Some(level) = meta.get(LOG_LEVEL)
+        && level.as_str().is_none_or(|l| log_rank(l).is_none())
+    {
+        return Err(Refusal::new(
+            -32602,
+            format!(
+                "invalid params: params._meta's {LOG_LEVEL:?} must be one of {}",
+                LOG_LEVELS.join(", ")
+            ),
+        ));
+    }
     let version = &meta[PROTOCOL_VERSION];
     if let Some(h) = headers {
         if h.version.is_none() || h.version != version.as_str() {
@@ -230,6 +271,36 @@ pub fn check<'a>(
         return Err(unsupported(version));
     }
     Ok(version)
+}
+
+/// The refusal of `initialize` on a connection that opened with modern requests (the era is
+/// locked per connection, as the Python SDK's dual-era servers lock it): `-32022` naming the
+/// modern versions served there, and the version asked for.
+pub fn initialize_after_modern(params: &Value) -> Refusal {
+    let mut data = json!({"supported": MODERN_VERSIONS});
+    if let Some(v) = params.get("protocolVersion").filter(|v| v.is_string()) {
+        data["requested"] = v.clone();
+    }
+    Refusal {
+        code: code::UNSUPPORTED_VERSION,
+        message: format!(
+            "this connection serves the {LATEST_MODERN} protocol (it opened with a request \
+             carrying the per-request envelope); the initialize handshake is not accepted on it"
+        ),
+        data: Some(data),
+    }
+}
+
+/// The refusal of a modern request on a connection that opened with `initialize` (the era is
+/// locked per connection): `-32600`, as the Python SDK's dual-era servers say it.
+pub fn modern_after_handshake() -> Refusal {
+    Refusal::new(
+        -32600,
+        format!(
+            "this connection serves the handshake protocol era (it opened with initialize); \
+             requests carrying the {LATEST_MODERN} envelope are not accepted on it"
+        ),
+    )
 }
 
 /// A header value as sent: verbatim, or the `=?base64?…?=` sentinel decoded (clients wrap

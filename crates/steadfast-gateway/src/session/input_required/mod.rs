@@ -34,6 +34,7 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::Session;
+use crate::session::client::{Client, Moved};
 pub(crate) use crate::upstream::capability_for;
 use crate::upstream::{Declined, Upstream};
 use crate::wire::era;
@@ -244,6 +245,9 @@ pub(crate) struct Run {
 pub(crate) struct RunGuard {
     session: Arc<Session>,
     link: Arc<RunLink>,
+    /// The first request's progress token (raw JSON), if it asked for progress: its moves
+    /// end with the call (`Client::move_progress`).
+    token: Option<String>,
 }
 
 impl RunGuard {
@@ -258,7 +262,19 @@ impl RunGuard {
 impl Drop for RunGuard {
     fn drop(&mut self) {
         self.session.client.runs().remove(&self.link);
+        if let Some(t) = &self.token {
+            self.session.client.end_moved_progress(t);
+        }
     }
+}
+
+/// A request's progress token (raw JSON), if it asked for progress.
+fn progress_token(params: &Value) -> Option<String> {
+    params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .filter(|t| t.is_string() || t.is_number())
+        .map(Value::to_string)
 }
 
 /// A run for a modern request of `method` with `params`, when it may be answered with
@@ -288,6 +304,7 @@ fn begin(
     let guard = RunGuard {
         session: session.clone(),
         link: link.clone(),
+        token: progress_token(params),
     };
     let run = Run {
         link,
@@ -395,6 +412,10 @@ struct Parked {
     binding: Binding,
     /// A parked call not resumed within this is cancelled.
     bound: Duration,
+    /// The client whose request started the call and that request's progress token (raw
+    /// JSON): the call's progress is dropped while it is parked (its request is answered),
+    /// and goes to the retry, with the retry's token, once resumed.
+    progress: Option<(Weak<Client>, String)>,
 }
 
 impl Parked {
@@ -473,6 +494,11 @@ fn table() -> std::sync::MutexGuard<'static, HashMap<String, Entry>> {
 
 /// Parks `parked` under a new state; the line answering request `id` with `input_required`.
 fn park(parked: Parked, id: &str) -> Vec<u8> {
+    if let Some((client, token)) = &parked.progress
+        && let Some(client) = client.upgrade()
+    {
+        client.move_progress(token, Moved::Parked);
+    }
     let state = format!("{STATE_PREFIX}{}", crate::wire::secret_id::random_hex());
     let result = parked.result(&state);
     let bound = parked.bound;
@@ -551,6 +577,7 @@ pub(crate) async fn answer_first<R: Send + 'static>(
         next_key: 0,
         binding: Binding::of(&session, &method, &params),
         bound: Duration::from_secs(60),
+        progress: progress_token(&params).map(|t| (Arc::downgrade(&session.client), t)),
     };
     let line = drive(&session, &id, &method, parked, &ct).await;
     if let Some(line) = line {
@@ -600,6 +627,20 @@ pub(crate) async fn resume(
         ));
     };
     timer.abort();
+    if let Some((client, token)) = &parked.progress
+        && let Some(client) = client.upgrade()
+    {
+        // A retry without a token asked for no progress: none is sent.
+        let to = match params.get("_meta").and_then(|m| m.get("progressToken")) {
+            Some(t) if t.is_string() || t.is_number() => Moved::To {
+                token: t.clone(),
+                client: Arc::downgrade(&session.client),
+                stream: session.client.request_stream(id),
+            },
+            _ => Moved::Parked,
+        };
+        client.move_progress(token, to);
+    }
     parked.answer(params.get("inputResponses").and_then(Value::as_object));
     drive(session, id, method, parked, ct).await
 }
@@ -711,6 +752,7 @@ mod tests {
                 principal: None,
             },
             bound: Duration::from_secs(5),
+            progress: None,
         };
         let line: Value = serde_json::from_slice(&park(parked, "7")).unwrap();
         assert_eq!(line["id"], 7);
