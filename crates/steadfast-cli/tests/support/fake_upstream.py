@@ -534,7 +534,10 @@ class Fake:
     def run_tool(self, rid, name, arguments, token, emit):
         cancelled = self.cancel_event(rid)
         if name == "echo":
-            return text_result(str(arguments.get("text", "")))
+            result = text_result(str(arguments.get("text", "")))
+            if arguments.get("is_error"):  # a tool error (not transient: no retry helps)
+                result["isError"] = True
+            return result
         if name == "lookup":
             return text_result(f"record {arguments.get('key', '')}")
         if name == "charge":

@@ -128,7 +128,14 @@ impl Durable {
         row: &mut TaskRow,
         policy: &steadfast_mcp::ToolPolicy,
     ) -> Result<(), String> {
-        let opts = JobOptions::new().retry(policy.engine_policy().to_builder());
+        let mut opts = JobOptions::new().retry(policy.engine_policy().to_builder());
+        // The creating request's context (its SERVER span): each attempt's `process` span is
+        // linked to it (`LinkToEnqueuer`).
+        if steadfast::trace::listening()
+            && let Some(t) = crate::wire::trace_context::current()
+        {
+            opts = opts.traceparent(t.traceparent, t.tracestate.as_deref());
+        }
         let payload = Payload {
             task: row.task_id.clone(),
         };

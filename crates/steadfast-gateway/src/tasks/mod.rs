@@ -173,6 +173,7 @@ impl Durable {
         });
         let jobs = Jobs::builder()
             .clock(ClockRef(clock))
+            .trace_propagation(LinkToEnqueuer)
             .handler(job::handler(shared.clone()))
             .connect(&config.store)
             .await
@@ -282,6 +283,23 @@ impl Durable {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .contains(tool)
+    }
+}
+
+/// Links each job attempt's span (`process steadfast.tools_call`) to the context stored with
+/// its job — the SERVER span of the request that created the task — as the messaging
+/// conventions ask of a `process` span. Queueing passes that context explicitly
+/// (`Durable::enqueue`).
+#[derive(Debug)]
+struct LinkToEnqueuer;
+
+impl steadfast_jobs::TracePropagation for LinkToEnqueuer {
+    fn attach(&self, span: &tracing::Span, stored: &steadfast_jobs::TraceContext) {
+        let trace = crate::wire::trace_context::TraceParent {
+            traceparent: stored.traceparent.clone(),
+            tracestate: stored.tracestate.clone(),
+        };
+        crate::wire::trace_context::link(span, &trace);
     }
 }
 
