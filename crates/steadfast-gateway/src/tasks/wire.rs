@@ -90,16 +90,21 @@ fn cancelled_message(row: &TaskRow) -> Option<String> {
     if code_of(result) == Some(LlmErrorCode::Cancelled.as_str()) {
         return message_of(result);
     }
-    Some(match message_of(result) {
-        Some(failure) => format!(
-            "cancelled while attempt {} was running, which then failed: {failure}",
-            row.answered
-        ),
-        None => format!(
-            "cancelled while attempt {} was running, which then completed: the call took \
-             effect (tasks/result has its result)",
-            row.answered
-        ),
+    let failed = serde_json::from_str::<Value>(result)
+        .ok()
+        .and_then(|v| v.get("isError").and_then(Value::as_bool))
+        == Some(true);
+    let n = row.answered;
+    Some(if failed {
+        let why = message_of(result)
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        format!("cancelled while attempt {n} was running, which then failed{why}")
+    } else {
+        format!(
+            "cancelled while attempt {n} was running, which then completed: the call took \
+             effect (tasks/result has its result)"
+        )
     })
 }
 
