@@ -117,7 +117,7 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let started = Instant::now();
-    let (mut ok, mut business, mut llm_errors) = (0u32, 0u32, 0u32);
+    let (mut ok, mut business, mut llm_errors, mut refused) = (0u32, 0u32, 0u32, 0u32);
     let mut examples: Vec<(String, String)> = Vec::new();
     // By tool, the codes the model was told for the calls that failed: the table shows these,
     // not the engine's class of the last attempt's failure (a crash mid-call is a lost
@@ -155,14 +155,22 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
                     examples.push((name.to_string(), text));
                 }
             }
+            // A request the upstream said was wrong keeps its class through the proxy: the
+            // model's host gets the JSON-RPC error (with its code) it would get direct.
             Err(e) => {
-                llm_errors += 1;
+                refused += 1;
+                let told_as = match &e {
+                    rmcp::ServiceError::McpError(data) => format!("JSON-RPC {}", data.code.0),
+                    _ => "transport error".to_owned(),
+                };
                 *told
                     .entry(name.to_string())
                     .or_default()
-                    .entry("JSON-RPC error".to_owned())
+                    .entry(told_as)
                     .or_default() += 1;
-                examples.push((name.to_string(), e.to_string()));
+                if !examples.iter().any(|(n, _)| n == name) {
+                    examples.push((name.to_string(), e.to_string()));
+                }
             }
         }
         bar.inc(1);
@@ -208,6 +216,10 @@ pub async fn run(calls: u32) -> anyhow::Result<()> {
         (
             "permanent failures returned as LLM errors",
             llm_errors as u64,
+        ),
+        (
+            "requests refused as invalid (JSON-RPC errors)",
+            refused as u64,
         ),
         ("retries made", sum("retries")),
         ("breaker trips", trips),

@@ -205,6 +205,7 @@ fn the_demos_table_counts_failures_by_what_the_model_was_told() {
         "of which after retries (failures absorbed)",
         "business failures passed to the model (sanitized)",
         "permanent failures returned as LLM errors",
+        "requests refused as invalid (JSON-RPC errors)",
         "retries made",
         "breaker trips",
         "upstream restarts",
@@ -226,5 +227,7 @@ fn the_demos_table_counts_failures_by_what_the_model_was_told() {
         .unwrap_or_else(|| panic!("what the model saw for crash: {text}"));
     assert!(told.contains("\"code\":\"OUTCOME_UNKNOWN\""), "{told}");
     assert!(row("crash").ends_with("{\"OUTCOME_UNKNOWN\":1}"), "{text}");
-    assert!(row("strict").ends_with("{\"INVALID_REQUEST\":4}"), "{text}");
+    // An invalid request keeps its class (issue 36 item 14): a JSON-RPC error with the
+    // upstream's code, counted as such.
+    assert!(row("strict").ends_with("{\"JSON-RPC -32602\":4}"), "{text}");
 }
