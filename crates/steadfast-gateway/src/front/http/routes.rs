@@ -1,11 +1,11 @@
 //! `/mcp`'s routing: who may come in (bearer token, `Origin`), then POST (one message), GET
 //! (the session's stream) and DELETE (end the session).
 
+use super::answer::{ANSWER_BOUND, CancelUnlessAnswered};
 use super::modern::ModernHeaders;
 use super::sessions::end;
 use super::sse::{accepts_sse, post_stream};
 use super::*;
-use super::answer::{ANSWER_BOUND, CancelUnlessAnswered};
 
 fn loopback_origin(origin: &str) -> bool {
     let rest = origin
