@@ -31,8 +31,8 @@ use steadfast_jobs::{Clock, Jobs, SystemClock, WorkerConfig, WorkerHandle};
 pub(crate) use crate::config::tasks::TasksConfig;
 
 use crate::route::tools::Tools;
+use crate::session::Extension;
 use crate::session::Session;
-use crate::session::extension::Extension;
 use crate::upstream::Upstream;
 use futures::future::BoxFuture;
 
