@@ -129,7 +129,132 @@ fn otel_layer(
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false)
-        .with_filter(targets)
+        .with_filter(Exported { targets })
         .boxed();
     Ok((layer, provider))
+}
+
+/// What the exporter sees: Steadfast's spans (`targets`), and of its events only the named
+/// ones the tables in docs/observability.md list (`steadfast.retry`, `steadfast.outcome`, …).
+/// Ordinary log lines at `INFO` ("retrying", "durable call queued") are for the log, not span
+/// events: exported, they arrived named after their message or, without one, after their
+/// source line (`event crates/steadfast-mcp/src/call.rs:212`).
+#[cfg(feature = "otel")]
+struct Exported {
+    targets: tracing_subscriber::filter::Targets,
+}
+
+#[cfg(feature = "otel")]
+impl<S> tracing_subscriber::layer::Filter<S> for Exported {
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        cx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        tracing_subscriber::layer::Filter::<S>::enabled(&self.targets, meta, cx)
+    }
+
+    fn callsite_enabled(
+        &self,
+        meta: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing_subscriber::layer::Filter::<S>::callsite_enabled(&self.targets, meta)
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        tracing_subscriber::layer::Filter::<S>::max_level_hint(&self.targets)
+    }
+
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        _cx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        let mut name = EventName(false);
+        event.record(&mut name);
+        name.0
+    }
+}
+
+/// Whether an event's message is one of the names Steadfast emits (`steadfast.` and no
+/// space). The named events' messages are constant strings, so this formats nothing
+/// else and allocates nothing.
+#[cfg(feature = "otel")]
+struct EventName(bool);
+
+#[cfg(feature = "otel")]
+impl tracing::field::Visit for EventName {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = is_named(value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            use std::fmt::Write;
+            // Long enough for every name in the tables; a longer message is not one.
+            let mut buf = Bounded::<64>::default();
+            self.0 = write!(buf, "{value:?}").is_ok() && is_named(buf.as_str());
+        }
+    }
+}
+
+#[cfg(feature = "otel")]
+fn is_named(message: &str) -> bool {
+    message.starts_with("steadfast.") && !message.contains(char::is_whitespace)
+}
+
+/// A fixed buffer that refuses what does not fit.
+#[cfg(feature = "otel")]
+struct Bounded<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+#[cfg(feature = "otel")]
+impl<const N: usize> Default for Bounded<N> {
+    fn default() -> Self {
+        Self {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+}
+
+#[cfg(feature = "otel")]
+impl<const N: usize> Bounded<N> {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+#[cfg(feature = "otel")]
+impl<const N: usize> std::fmt::Write for Bounded<N> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > N {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+#[cfg(all(test, feature = "otel"))]
+mod tests {
+    #[test]
+    fn only_the_tables_names_are_exported_as_events() {
+        assert!(super::is_named("steadfast.retry"));
+        assert!(super::is_named("steadfast.breaker.opened"));
+        for log in [
+            "retrying",
+            "durable call queued",
+            "steadfast.retry happened",
+            "",
+        ] {
+            assert!(!super::is_named(log), "{log:?}");
+        }
+    }
 }

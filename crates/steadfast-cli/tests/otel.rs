@@ -626,3 +626,152 @@ async fn the_http_fronts_traceparent_header_parents_the_server_span() {
         );
     }
 }
+
+/// The span of `spans` named `name` of `kind` answering request `id`.
+fn answering<'a>(spans: &'a [Value], name: &str, kind: &str, id: &str) -> &'a Value {
+    named(spans, name, kind)
+        .into_iter()
+        .find(|s| attr(s, "jsonrpc.request.id") == id)
+        .unwrap_or_else(|| panic!("no {kind} span {name} for request {id}: {spans:#?}"))
+}
+
+#[tokio::test]
+#[ignore = "needs the OTLP receiver (STEADFAST_TEST_OTLP): run scripts/otlp-receiver.sh --install"]
+async fn every_request_has_its_span_and_errors_numbers_events_and_links_are_as_documented() {
+    let py = python("STEADFAST_TEST_OTLP")
+        .expect("STEADFAST_TEST_OTLP (scripts/otlp-receiver.sh --install)");
+    let rx = Receiver::start(&py).await;
+    let db = Temp::new("otel-truth-db");
+    let config = format!(
+        "{FAST}\n[tasks]\nstore = \"sqlite://{}\"\npoll_interval = \"100ms\"\n\n[tools.flaky]\ndurable = true\n",
+        db.path()
+    );
+    // `flaky` fails four times: a live call spends three, a durable call's first attempt the last.
+    let (mut p, _c) = proxy(&rx, &config, &["--flaky-failures", "4"]);
+    init_tasks(&mut p).await;
+    request(&mut p, 1, "ping", json!({})).await;
+    let gave_up = call(&mut p, 2, "flaky", None).await;
+    assert_eq!(gave_up["result"]["isError"], true, "{gave_up}");
+    let business = json!({"name": "echo", "arguments": {"text": "no such file", "is_error": true}});
+    let r = request(&mut p, 3, "tools/call", business).await;
+    assert_eq!(
+        r["result"]["isError"], true,
+        "a tool error, as the tool wrote it: {r}"
+    );
+    let durable = json!({"name": "flaky", "arguments": {}, "task": {"ttl": 60000},
+                         "_meta": {"traceparent": TP}});
+    let created = request(&mut p, 4, "tools/call", durable).await;
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    for id in 5.. {
+        let r = request(&mut p, id, "tasks/get", json!({"taskId": task})).await;
+        if r["result"]["status"] == "completed" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never completed: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let spans = finish(p, &rx).await;
+    // Every finding, so one run shows all that is wrong.
+    let mut wrong: Vec<String> = Vec::new();
+    let mut check = |ok: bool, what: String| {
+        if !ok {
+            wrong.push(what);
+        }
+    };
+
+    // (e) One SERVER span per request, `initialize` and `ping` included.
+    for (name, id) in [("initialize", "0"), ("ping", "1")] {
+        let found = named(&spans, name, "server")
+            .iter()
+            .any(|s| attr(s, "jsonrpc.request.id") == id);
+        check(found, format!("(e) no SERVER span for {name}"));
+    }
+
+    // (b) Span events are the named events of the tables, never log lines.
+    let stray: Vec<String> = spans
+        .iter()
+        .flat_map(|s| s["events"].as_array().cloned().unwrap_or_default())
+        .map(|e| e["name"].as_str().unwrap_or_default().to_owned())
+        .filter(|n| !n.starts_with("steadfast.") || n.contains(' '))
+        .collect();
+    check(
+        stray.is_empty(),
+        format!("(b) events not in the tables: {stray:?}"),
+    );
+
+    // (c) A call that gave up: `error.type` with the ERROR status. (d) Counts and delays are
+    // integers, not text.
+    let (exec, attempts) = tree(&spans, answering(&spans, "tools/call flaky", "server", "2"));
+    check(
+        attr(exec, "error.type").is_string() && exec["status"]["code"] == 2,
+        format!("(c) execute_tool gave up: error.type with ERROR status: {exec:#}"),
+    );
+    check(
+        attr(exec, "steadfast.attempts").is_u64(),
+        format!("(d) steadfast.attempts as text: {exec:#}"),
+    );
+    let retries = events(exec, "steadfast.retry");
+    check(retries.len() == 2, format!("two retries: {exec:#}"));
+    for r in &retries {
+        for k in [
+            "steadfast.attempt",
+            "steadfast.delay_ms",
+            "steadfast.max_attempts",
+        ] {
+            check(r["attributes"][k].is_u64(), format!("(d) {k} as text: {r}"));
+        }
+    }
+    check(
+        attempts
+            .iter()
+            .all(|a| attr(a, "steadfast.attempt").is_u64()),
+        "(d) a CLIENT span's steadfast.attempt as text".to_owned(),
+    );
+
+    // (f) A tool error that is not retried still marks its `execute_tool` span.
+    let (exec, _) = tree(&spans, answering(&spans, "tools/call echo", "server", "3"));
+    check(
+        attr(exec, "error.type") == "tool_error" && exec["status"]["code"] == 2,
+        format!("(f) a tool error left execute_tool unmarked: {exec:#}"),
+    );
+
+    // (a) Each job attempt's span is linked to the request that queued the task; (c) the
+    // failed one carries `error.type` with the ERROR status.
+    let queued = answering(&spans, "tools/call flaky", "server", "4");
+    let link = json!({"trace_id": queued["trace_id"], "span_id": queued["span_id"]});
+    let mut jobs = named(&spans, "process steadfast.tools_call", "consumer");
+    jobs.sort_by_key(|s| s["start_ns"].as_u64());
+    assert_eq!(jobs.len(), 2, "two job attempts: {jobs:#?}");
+    for j in &jobs {
+        check(
+            j["links"].as_array().is_some_and(|l| l.contains(&link)),
+            format!("(a) a job span not linked to the request that queued it ({link}): {j:#}"),
+        );
+    }
+    check(
+        attr(jobs[0], "error.type").is_string() && jobs[0]["status"]["code"] == 2,
+        format!(
+            "(c) the failed job attempt: error.type with ERROR status: {:#}",
+            jobs[0]
+        ),
+    );
+    let job_retry = events(jobs[0], "steadfast.retry");
+    check(
+        job_retry
+            .first()
+            .is_some_and(|r| r["attributes"]["steadfast.attempt"].is_u64()),
+        format!("(d) the job's retry event: {:#}", jobs[0]),
+    );
+    check(
+        attr(jobs[1], "error.type").is_null(),
+        format!("the job attempt that succeeded: {:#}", jobs[1]),
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

@@ -6,6 +6,8 @@
 //! `STEADFAST_TEST_POSTGRES_URL` and `STEADFAST_TEST_REDIS_URL`; `.ci/run` sets all three.
 #![cfg(feature = "http")]
 
+#[path = "support/database.rs"]
+mod database;
 #[path = "support/http_client.rs"]
 mod http_client;
 #[path = "support/raw_client.rs"]
@@ -16,6 +18,7 @@ mod temp;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use database::Database;
 use http_client::{exchange, free_port};
 use raw_client::{fake_upstream_command, read_counts};
 use serde_json::{Value, json};
@@ -37,50 +40,6 @@ fn env() -> Env {
         haproxy: var("STEADFAST_TEST_HAPROXY"),
         postgres: var("STEADFAST_TEST_POSTGRES_URL"),
         redis: var("STEADFAST_TEST_REDIS_URL"),
-    }
-}
-
-/// A database of its own on the test server, dropped at the end (the tasks store's workers
-/// must not claim another test's calls).
-struct Database {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Database {
-    fn new(admin: &str, tag: &str) -> Self {
-        let name = format!("steadfast_{tag}_{}", std::process::id());
-        let psql = |sql: &str| {
-            std::process::Command::new("psql")
-                .args([admin, "-q", "-c", sql])
-                .env("PGOPTIONS", "--client-min-messages=warning")
-                .stdout(Stdio::null())
-                .status()
-                .expect("psql runs")
-        };
-        psql(&format!("DROP DATABASE IF EXISTS {name}"));
-        assert!(psql(&format!("CREATE DATABASE {name}")).success());
-        let base = admin.rsplit_once('/').map_or(admin, |(b, _)| b);
-        Self {
-            admin: admin.to_owned(),
-            url: format!("{base}/{name}"),
-            name,
-        }
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("psql")
-            .args([
-                &self.admin,
-                "-q",
-                "-c",
-                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-            ])
-            .stdout(Stdio::null())
-            .status();
     }
 }
 

@@ -179,6 +179,7 @@ pub(crate) fn attempt_span(row: &crate::store::JobRow) -> tracing::Span {
         steadfast.job.attempt = row.attempts,
         steadfast.job.outcome = tracing::field::Empty,
         error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
     )
 }
 

@@ -624,12 +624,12 @@ impl Shared {
                     .await?;
                 if ours {
                     metrics::counter!("steadfast_jobs_retried_total", "handler" => row.handler.clone()).increment(1);
-                    tracing::Span::current().record("error.type", code.as_str());
+                    steadfast::trace::record_error(&tracing::Span::current(), code.as_str());
                     tracing::info!(
-                        steadfast.attempt = attempt,
-                        steadfast.delay_ms = delay.as_millis() as u64,
+                        steadfast.attempt = i64::from(attempt),
+                        steadfast.delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX),
                         steadfast.reason = code.as_str(),
-                        steadfast.max_attempts = policy.max_attempts(),
+                        steadfast.max_attempts = i64::from(policy.max_attempts()),
                         steadfast.retry_after_honoured =
                             failure.class.retry_after.is_some_and(|ra| delay >= ra),
                         "steadfast.retry"
@@ -674,7 +674,7 @@ impl Shared {
         if ours {
             metrics::counter!("steadfast_jobs_dead_total", "handler" => row.handler.clone())
                 .increment(1);
-            tracing::Span::current().record("error.type", code);
+            steadfast::trace::record_error(&tracing::Span::current(), code);
             tracing::warn!(
                 steadfast.reason = code,
                 steadfast.give_up_reason = give_up_reason,

@@ -305,13 +305,13 @@ fn final_error(tool: &str, e: &RetryError<CallFailure>, replay: bool) -> LlmErro
     };
     let code = steadfast::LlmErrorCode::OutcomeUnknown;
     tracing::info!(
-        steadfast.attempts = e.attempts(),
+        steadfast.attempts = i64::from(e.attempts()),
         steadfast.reason = e.class().code.as_str(),
         steadfast.give_up_reason = e.reason().as_str(),
         "steadfast.replay.held_back"
     );
     if steadfast::trace::listening() {
-        tracing::Span::current().record("error.type", code.as_str());
+        steadfast::trace::record_error(&tracing::Span::current(), code.as_str());
     }
     let mut unknown = LlmError::new(code);
     unknown.message = format!(

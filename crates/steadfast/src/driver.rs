@@ -423,7 +423,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         }
         // Withdraw last, so a retry that is not going to happen spends nothing.
         if cb.budget.as_ref().is_some_and(|b| !b.try_withdraw_at(now)) {
-            tracing::info!(steadfast.attempt = n, "steadfast.budget.refused");
+            tracing::info!(steadfast.attempt = i64::from(n), "steadfast.budget.refused");
             return ControlFlow::Break(self.give_up(GiveUpReason::BudgetExhausted));
         }
 
@@ -433,9 +433,10 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         if let Some(r) = &self.retrying {
             tracing::info!(
                 steadfast.name = cb.name.as_deref().unwrap_or(""),
-                steadfast.attempt = n,
-                steadfast.max_attempts = policy.max_attempts(),
-                steadfast.delay_ms = delay.as_millis() as u64,
+                // Signed integers: `tracing-opentelemetry` exports unsigned ones as text.
+                steadfast.attempt = i64::from(n),
+                steadfast.max_attempts = i64::from(policy.max_attempts()),
+                steadfast.delay_ms = millis(delay),
                 steadfast.reason = r.class.code.as_str(),
                 steadfast.kind = r.class.kind.as_str(),
                 steadfast.retry_after_honoured =
@@ -526,7 +527,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         tracing::debug!(
             steadfast.name = self.cb.name.as_deref().unwrap_or(""),
             steadfast.outcome = "success",
-            steadfast.attempts = self.n,
+            steadfast.attempts = i64::from(self.n),
             "steadfast.outcome"
         );
         trace::record_end(self.n, None);
@@ -569,11 +570,11 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         tracing::info!(
             steadfast.name = self.cb.name.as_deref().unwrap_or(""),
             steadfast.outcome = "gave_up",
-            steadfast.attempts = attempts,
+            steadfast.attempts = i64::from(attempts),
             steadfast.give_up_reason = reason.as_str(),
             steadfast.reason = class.code.as_str(),
             error.type = error_type,
-            steadfast.elapsed_ms = elapsed.as_millis() as u64,
+            steadfast.elapsed_ms = millis(elapsed),
             "steadfast.outcome"
         );
         trace::record_end(attempts, Some(error_type));
@@ -677,4 +678,10 @@ where
             return done;
         }
     }
+}
+
+/// A duration in whole milliseconds as an event field: signed, so `tracing-opentelemetry`
+/// exports it as an integer (it writes unsigned integers as text).
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }

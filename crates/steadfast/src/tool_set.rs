@@ -659,6 +659,6 @@ fn tool_span(tool: &str) -> tracing::Span {
 /// Records why a call failed before or around the engine, which records its own.
 fn record_error_type(code: LlmErrorCode) {
     if crate::trace::listening() {
-        tracing::Span::current().record("error.type", code.as_str());
+        crate::trace::record_error(&tracing::Span::current(), code.as_str());
     }
 }

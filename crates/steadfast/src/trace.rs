@@ -69,8 +69,17 @@ pub fn execute_tool_span(tool: &str, call_id: Option<&str>) -> Span {
         gen_ai.tool.name = tool,
         gen_ai.tool.call.id = call_id,
         error.type = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
         steadfast.attempts = tracing::field::Empty,
     )
+}
+
+/// Records `error.type` on `span` with the ERROR status the conventions pair it with
+/// (`otel.status_code`, which `tracing-opentelemetry` turns into the span's status). A span
+/// without these fields ignores them.
+pub fn record_error(span: &Span, error_type: &str) {
+    span.record("error.type", error_type);
+    span.record("otel.status_code", "ERROR");
 }
 
 /// Whether anyone may want the engine's spans, events and fields: one atomic load of the global
@@ -93,8 +102,9 @@ pub(crate) fn record_end(attempts: u32, error_type: Option<&'static str>) {
         return;
     }
     let span = Span::current();
-    span.record("steadfast.attempts", attempts);
+    // As a signed integer: `tracing-opentelemetry` exports unsigned ones as text.
+    span.record("steadfast.attempts", i64::from(attempts));
     if let Some(e) = error_type {
-        span.record("error.type", e);
+        record_error(&span, e);
     }
 }

@@ -534,7 +534,10 @@ class Fake:
     def run_tool(self, rid, name, arguments, token, emit):
         cancelled = self.cancel_event(rid)
         if name == "echo":
-            return text_result(str(arguments.get("text", "")))
+            result = text_result(str(arguments.get("text", "")))
+            if arguments.get("is_error"):  # a tool error (not transient: no retry helps)
+                result["isError"] = True
+            return result
         if name == "lookup":
             return text_result(f"record {arguments.get('key', '')}")
         if name == "charge":
@@ -557,13 +560,22 @@ class Fake:
                 return r
             return text_result("flaky succeeded")
         if name == "slow":
+            # `write` (a path): the call's side effect, a file written once the sleep is over
+            # (not when cancelled first); with `write_first`, written before the sleep.
             seconds = float(arguments.get("seconds", 1))
             steps = max(1, int(arguments.get("steps", 4)))
+            effect = arguments.get("write")
+            if effect and arguments.get("write_first"):
+                with open(effect, "w") as f:
+                    f.write("done")
             for i in range(steps):
                 if cancelled.wait(seconds / steps):
                     return None
                 if token is not None:
                     emit([progress(token, i + 1, steps, f"step {i + 1} of {steps}")])
+            if effect and not arguments.get("write_first"):
+                with open(effect, "w") as f:
+                    f.write("done")
             return text_result(f"slept {seconds}s")
         if name == "hang":
             cancelled.wait()

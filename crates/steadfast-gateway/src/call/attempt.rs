@@ -115,7 +115,14 @@ pub(crate) fn judge(mode: RetryOnIsError, answer: Answer) -> Result<Answer, Call
     };
     match mode.judge(&result) {
         Some(class) => Err(CallFailure::Tool(Box::new(result), class)),
-        None => Ok(answer),
+        None => {
+            // A tool error that stands ends the call failed: the span the judge runs in (the
+            // call's `execute_tool`) says so, as it does for the proxy's own failures.
+            if steadfast::trace::listening() {
+                steadfast::trace::record_error(&tracing::Span::current(), "tool_error");
+            }
+            Ok(answer)
+        }
     }
 }
 

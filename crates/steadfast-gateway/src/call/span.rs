@@ -69,7 +69,8 @@ pub(crate) fn client(
         mcp.resource.uri = Empty,
         network.transport = if http { "tcp" } else { "pipe" },
         steadfast.upstream = upstream,
-        steadfast.attempt = attempt,
+        // Signed: `tracing-opentelemetry` exports unsigned integers as text.
+        steadfast.attempt = i64::from(attempt),
         steadfast.task.id = Empty,
         error.type = Empty,
         rpc.response.status_code = Empty,

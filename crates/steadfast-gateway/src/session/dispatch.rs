@@ -40,9 +40,11 @@ impl Session {
             _ => {}
         }
         match method {
-            "ping" => self
-                .client
-                .respond_capped(id, jsonrpc::result_response(id, "{}")),
+            "ping" => {
+                let answer =
+                    span::answered_now(self, id, "ping", jsonrpc::result_response(id, "{}"));
+                self.client.respond_capped(id, answer);
+            }
             "initialize" => self.on_initialize(id, env),
             _ if !self.initialized.load(Ordering::Acquire) => self.refuse(
                 id,
@@ -91,8 +93,10 @@ impl Session {
         let me = self.clone();
         let id = reg.id.clone();
         tokio::spawn(async move {
+            use tracing::Instrument;
             let _reg = reg;
-            me.initialize(&id, &params).await;
+            let traced = span::initialize(&me, &id, &params);
+            me.initialize(&id, &params).instrument(traced).await;
         });
     }
 

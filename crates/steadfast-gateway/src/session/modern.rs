@@ -185,11 +185,18 @@ impl Session {
             return Some(line);
         }
         match method {
-            era::DISCOVER => Some(jsonrpc::result_response(
+            era::DISCOVER => Some(super::span::answered_now(
+                self,
                 id,
-                &self.discover_result().to_string(),
+                method,
+                jsonrpc::result_response(id, &self.discover_result().to_string()),
             )),
-            "ping" => Some(jsonrpc::result_response(id, "{}")),
+            "ping" => Some(super::span::answered_now(
+                self,
+                id,
+                method,
+                jsonrpc::result_response(id, "{}"),
+            )),
             // Boxed, here and below: the arms' futures are large, and inline they made the
             // request's task large enough that creating and spawning it copied tens of KiB.
             "tools/call" => Box::pin(self.modern_call(id, params, as_written, ct)).await,

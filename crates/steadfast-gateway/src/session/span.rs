@@ -97,6 +97,27 @@ pub(crate) fn serve<'a>(
     })
 }
 
+/// `line`, the answer to a request answered on the spot (`ping`, `server/discover`), after
+/// recording the request's SERVER span: every request gets one, as the conventions expect.
+pub(crate) fn answered_now(session: &Session, id: &str, method: &str, line: Vec<u8>) -> Vec<u8> {
+    if !steadfast::trace::listening() {
+        return line;
+    }
+    let span = server(session, method, id, Subject::None, None);
+    end(&span, outcome_of(Some(&line)).1);
+    line
+}
+
+/// The SERVER span of an `initialize` (raw params: the client's `traceparent` parents it). The
+/// handshake answers the client itself, so the span covers it without reading the answer.
+pub(crate) fn initialize(session: &Session, id: &str, params: &str) -> Span {
+    if !steadfast::trace::listening() {
+        return Span::none();
+    }
+    let decoded = serde_json::from_str::<Value>(params).ok();
+    request(session, id, "initialize", decoded.as_ref())
+}
+
 /// The SERVER span of a request whose params are decoded (disabled when nobody listens).
 pub(crate) fn request(session: &Session, id: &str, method: &str, params: Option<&Value>) -> Span {
     if !steadfast::trace::listening() {

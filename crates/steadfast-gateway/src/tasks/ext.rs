@@ -301,5 +301,8 @@ mod tests {
         let v = parse(&detailed(&r, &super::super::wire::derive(&r, None), 100));
         assert_eq!(v["status"], "cancelled");
         assert!(v.get("result").is_none(), "{v}");
+        // Its attempt's answer, a tool error, came after the cancel: said so, not "completed".
+        let said = v["statusMessage"].as_str().unwrap_or_default();
+        assert!(said.contains("which then failed"), "{v}");
     }
 }

@@ -138,14 +138,17 @@ async fn run(s: &Shared, ctx: JobContext, p: Payload) -> Result<(), AttemptError
         attempt,
     )
     .await;
+    // Registered before the mark: a cancel that sees the attempt as sent finds it here (or,
+    // from another replica, through `watch`), so it cannot slip between the two.
+    let cancel = s.running(&row.task_id);
     let marked = store
         .mark_sent(&row.task_id, attempt, &llm_result(&if_lost), s.now())
         .await
-        .map_err(internal)?;
-    if !marked {
-        return Ok(()); // cancelled meanwhile
+        .map_err(internal);
+    if !matches!(marked, Ok(true)) {
+        s.done_running(&row.task_id);
+        return marked.map(|_| ()); // cancelled meanwhile, or the store failed
     }
-    let cancel = s.running(&row.task_id);
     let outcome = tokio::select! {
         r = super::attempt::traced(&to, &params, policy, &row.task_id, ctx.attempt()) => Some(r),
         _ = cancel.cancelled() => None,
@@ -201,7 +204,7 @@ fn withdraw(
 }
 
 /// Records an attempt's outcome: the task's result, or a failed attempt; the breaker told.
-async fn settle(
+pub(super) async fn settle(
     s: &Shared,
     store: &TaskStore,
     row: &TaskRow,
@@ -223,10 +226,14 @@ async fn settle(
             } else {
                 (status::COMPLETED, answer.raw)
             };
-            store
+            let finished = store
                 .finish(&row.task_id, st, &result, attempt, s.now())
                 .await
                 .map_err(internal)?;
+            if !finished {
+                // Cancelled while this attempt ran, and answered before the cancel reached it.
+                after_cancel(s, store, row, attempt, &result).await?;
+            }
             Ok(())
         }
         Err(f) => {
@@ -250,16 +257,39 @@ async fn fail(
     let class = f.classify();
     let declined = !(row.replay || f.never_ran());
     let message = f.to_string();
-    let llm = would_be_final(&row.tool, f, row.replay, attempt).await;
-    store
-        .record_failure(&row.task_id, attempt, &llm_result(&llm), s.now())
+    let llm = llm_result(&would_be_final(&row.tool, f, row.replay, attempt).await);
+    let recorded = store
+        .record_failure(&row.task_id, attempt, &llm, s.now())
         .await
         .map_err(internal)?;
+    if !recorded {
+        // Cancelled while it ran: nothing to retry; the cancelled task tells how it ended.
+        return after_cancel(s, store, row, attempt, &llm).await;
+    }
     Err(AttemptError {
         class,
         message,
         declined,
     })
+}
+
+/// Keeps the answer of an attempt that was in flight when its task was cancelled, so the
+/// cancelled task says what the upstream did (see `wire::derive`).
+async fn after_cancel(
+    s: &Shared,
+    store: &TaskStore,
+    row: &TaskRow,
+    attempt: i64,
+    result: &str,
+) -> Result<(), AttemptError> {
+    let kept = store
+        .answered_after_cancel(&row.task_id, attempt, result, s.now())
+        .await
+        .map_err(internal)?;
+    if kept {
+        tracing::info!(task = %row.task_id, tool = %row.tool, attempt, "a durable call was cancelled while its attempt ran, and the upstream answered before the cancel reached it; the answer is kept");
+    }
+    Ok(())
 }
 
 /// The `LlmError` a live call gives if `failure` is its last: the engine is run on it, so the

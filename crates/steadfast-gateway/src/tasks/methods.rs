@@ -128,7 +128,14 @@ impl Durable {
         row: &mut TaskRow,
         policy: &steadfast_mcp::ToolPolicy,
     ) -> Result<(), String> {
-        let opts = JobOptions::new().retry(policy.engine_policy().to_builder());
+        let mut opts = JobOptions::new().retry(policy.engine_policy().to_builder());
+        // The creating request's context (its SERVER span): each attempt's `process` span is
+        // linked to it (`LinkToEnqueuer`).
+        if steadfast::trace::listening()
+            && let Some(t) = crate::wire::trace_context::current()
+        {
+            opts = opts.traceparent(t.traceparent, t.tracestate.as_deref());
+        }
         let payload = Payload {
             task: row.task_id.clone(),
         };
@@ -302,32 +309,48 @@ pub(super) enum Cancel {
 }
 
 /// Cancels a task that is still working: marks it cancelled in the store, cancels its job and
-/// drops its attempt in flight.
+/// stops its attempt in flight, wherever it runs — here, or on another replica, which hears of
+/// it through the store (`watch`) and drops the attempt, cancelling its upstream request.
 pub(super) async fn try_cancel(d: &Durable, row: TaskRow) -> Result<Cancel, String> {
     let view = d.view(&row).await.map_err(|e| e.to_string())?;
     if view.is_terminal() {
         return Ok(Cancel::AlreadyEnded(view.status));
     }
     let now = d.shared.now();
-    let result = wire::llm_result(&wire::cancelled(&row.tool));
-    let finished = d
+    let in_flight = wire::llm_result(&wire::cancelled_in_flight(&row.tool));
+    let idle = wire::llm_result(&wire::cancelled_idle(&row.tool));
+    let cancelled = d
         .store()
-        .finish(&row.task_id, status::CANCELLED, &result, row.answered, now)
+        .cancel(&row.task_id, &in_flight, &idle, now)
         .await
         .map_err(|e| e.to_string())?;
-    if !finished {
+    if !cancelled {
         return Ok(Cancel::JustEnded);
     }
     // A job waiting for its retry is cancelled in the store; an attempt in flight is dropped,
-    // which sends `notifications/cancelled` upstream.
+    // which sends `notifications/cancelled` upstream: here at once, on another replica when
+    // the announcement (or its poll) reaches it.
     if let Some(job) = row.job_id {
         let _ = d.jobs.cancel(job).await;
     }
     d.shared.cancel_running(&row.task_id);
-    let mut row = row;
-    row.status = status::CANCELLED.to_owned();
-    row.result = Some(result);
-    row.updated_at = now;
+    if let Err(e) = d.store().announce_cancel(&row.task_id).await {
+        tracing::warn!(error = %steadfast::sanitize(&e.to_string()), "[tasks] announcing a cancel failed; the replica running the task finds out by polling");
+    }
+    let row = match d.store().get(&row.task_id, now).await {
+        Ok(Some(fresh)) => fresh,
+        _ => {
+            let mut row = row;
+            row.status = status::CANCELLED.to_owned();
+            row.result = Some(if row.sent > row.answered {
+                in_flight
+            } else {
+                idle
+            });
+            row.updated_at = now;
+            row
+        }
+    };
     Ok(Cancel::Done(Box::new(row)))
 }
 

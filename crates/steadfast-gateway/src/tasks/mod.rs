@@ -18,6 +18,7 @@ mod methods;
 mod store;
 #[cfg(test)]
 mod tests;
+mod watch;
 mod wire;
 
 use std::collections::{HashMap, HashSet};
@@ -101,15 +102,24 @@ impl Shared {
             .remove(task);
     }
 
-    fn cancel_running(&self, task: &str) {
-        if let Some(ct) = self
+    /// Drops `task`'s attempt if it runs here; whether it did.
+    fn cancel_running(&self, task: &str) -> bool {
+        let ct = self
             .running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(task)
-        {
-            ct.cancel();
-        }
+            .remove(task);
+        ct.map(|ct| ct.cancel()).is_some()
+    }
+
+    /// The tasks whose attempts run here.
+    fn running_ids(&self) -> Vec<String> {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 }
 
@@ -119,6 +129,8 @@ pub(crate) struct Durable {
     jobs: Jobs,
     config: TasksConfig,
     worker: Mutex<Option<WorkerHandle>>,
+    /// Ends the background tasks (purge, cancel watch) at shutdown.
+    stop: CancellationToken,
     /// Tools (as the client names them) whose upstream declares `execution.taskSupport`: they
     /// run tasks themselves.
     upstream_tasks: RwLock<HashSet<String>>,
@@ -161,6 +173,7 @@ impl Durable {
         });
         let jobs = Jobs::builder()
             .clock(ClockRef(clock))
+            .trace_propagation(LinkToEnqueuer)
             .handler(job::handler(shared.clone()))
             .connect(&config.store)
             .await
@@ -170,7 +183,7 @@ impl Durable {
                     steadfast::sanitize(&e.to_string())
                 )
             })?;
-        let store = store::TaskStore::open(jobs.store().pool().clone())
+        let store = store::TaskStore::open(jobs.store().pool().clone(), jobs.store().backend())
             .await
             .map_err(|e| {
                 format!(
@@ -184,6 +197,7 @@ impl Durable {
             jobs,
             config,
             worker: Mutex::default(),
+            stop: CancellationToken::new(),
             upstream_tasks: RwLock::default(),
         }))
     }
@@ -211,14 +225,25 @@ impl Durable {
             Ok(h) => *worker = Some(h),
             Err(e) => tracing::error!(error = %e, "[tasks] the job worker did not start"),
         }
+        watch::spawn(
+            &self.shared,
+            &self.config.store,
+            self.jobs.store().backend(),
+            self.config.poll_interval,
+            &self.stop,
+        );
         let me = Arc::downgrade(self);
         let every = (self.config.result_ttl / 10).clamp(
             std::time::Duration::from_secs(1),
             std::time::Duration::from_secs(60),
         );
+        let stop = self.stop.clone();
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(every).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = stop.cancelled() => return,
+                }
                 let Some(d) = me.upgrade() else { return };
                 d.purge().await;
             }
@@ -246,6 +271,7 @@ impl Durable {
     /// Stops the worker: running attempts get its grace period, then are cancelled (their
     /// upstream requests too) and their leases released.
     pub(crate) async fn shutdown(&self) {
+        self.stop.cancel();
         let handle = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(h) = handle {
             let _ = h.shutdown().await;
@@ -257,6 +283,23 @@ impl Durable {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .contains(tool)
+    }
+}
+
+/// Links each job attempt's span (`process steadfast.tools_call`) to the context stored with
+/// its job — the SERVER span of the request that created the task — as the messaging
+/// conventions ask of a `process` span. Queueing passes that context explicitly
+/// (`Durable::enqueue`).
+#[derive(Debug)]
+struct LinkToEnqueuer;
+
+impl steadfast_jobs::TracePropagation for LinkToEnqueuer {
+    fn attach(&self, span: &tracing::Span, stored: &steadfast_jobs::TraceContext) {
+        let trace = crate::wire::trace_context::TraceParent {
+            traceparent: stored.traceparent.clone(),
+            tracestate: stored.tracestate.clone(),
+        };
+        crate::wire::trace_context::link(span, &trace);
     }
 }
 

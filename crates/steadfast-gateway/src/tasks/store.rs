@@ -6,6 +6,11 @@
 
 use sqlx::any::AnyRow;
 use sqlx::{AnyPool, Row};
+use steadfast_jobs::Backend;
+
+/// The advisory lock held while the table is created on PostgreSQL (`steadfst` in ASCII: any
+/// constant no other lock in the database uses).
+const CREATE_LOCK: i64 = 0x7374_6561_6466_7374;
 
 /// Status names, as the MCP 2025-11-25 `Task` writes them.
 pub(crate) mod status {
@@ -52,15 +57,33 @@ pub(crate) struct TaskRow {
 const COLS: &str = "task_id, owner, job_id, tool, params, replay, status, result, last_failure, \
     sent, answered, ttl_ms, created_at, updated_at";
 
+/// The PostgreSQL channel a cancel is announced on (the payload is the task id), so the
+/// replica running the task's attempt drops it at once.
+pub(crate) const CANCEL_CHANNEL: &str = "steadfast_tasks_cancel";
+
 /// The task table on the job store's pool.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskStore {
     pool: AnyPool,
+    backend: Backend,
 }
 
 impl TaskStore {
     /// Creates the table if needed.
-    pub(crate) async fn open(pool: AnyPool) -> Result<Self, sqlx::Error> {
+    ///
+    /// On PostgreSQL the creation holds a transaction-scoped advisory lock: `CREATE TABLE IF
+    /// NOT EXISTS` is not safe against itself (two sessions creating one new table both pass
+    /// the check, and the later fails on the catalog's unique index `pg_type_typname_nsp_index`),
+    /// and replicas started together on a new database all create it at the same moment. The
+    /// job store's migrations take sqlx's lock for the same reason. SQLite serializes writers.
+    pub(crate) async fn open(pool: AnyPool, backend: Backend) -> Result<Self, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        if backend == Backend::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(CREATE_LOCK)
+                .execute(&mut *tx)
+                .await?;
+        }
         sqlx::query(
             "CREATE TABLE IF NOT EXISTS steadfast_tasks (task_id TEXT PRIMARY KEY, owner TEXT NOT NULL, \
              job_id BIGINT, tool TEXT NOT NULL, params TEXT NOT NULL, replay BIGINT NOT NULL, \
@@ -68,14 +91,15 @@ impl TaskStore {
              answered BIGINT NOT NULL, ttl_ms BIGINT NOT NULL, created_at BIGINT NOT NULL, \
              updated_at BIGINT NOT NULL)",
         )
-        .execute(&pool)
+        .execute(&mut *tx)
         .await?;
         sqlx::query(
             "CREATE INDEX IF NOT EXISTS steadfast_tasks_owner ON steadfast_tasks (owner, created_at)",
         )
-        .execute(&pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(Self { pool })
+        tx.commit().await?;
+        Ok(Self { pool, backend })
     }
 
     pub(crate) async fn insert(&self, t: &TaskRow) -> Result<(), sqlx::Error> {
@@ -181,15 +205,16 @@ impl TaskStore {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Records a failed attempt's outcome (the task goes on, or ends with `failure`).
+    /// Records a failed attempt's outcome (the task goes on, or ends with `failure`); false
+    /// when the task is no longer working.
     pub(crate) async fn record_failure(
         &self,
         task_id: &str,
         attempt: i64,
         failure: &str,
         now: i64,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
             "UPDATE steadfast_tasks SET answered = $1, last_failure = $2, updated_at = $3 \
              WHERE task_id = $4 AND status = 'working'",
         )
@@ -199,7 +224,7 @@ impl TaskStore {
         .bind(task_id)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     /// Ends a working task; false when it had already ended (cancelled meanwhile).
@@ -223,6 +248,89 @@ impl TaskStore {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Cancels a working task in one statement, so what it says matches the row at that moment:
+    /// `in_flight` when an attempt is marked sent and not answered (the upstream may be running
+    /// it), `idle` otherwise. False when the task had already ended.
+    pub(crate) async fn cancel(
+        &self,
+        task_id: &str,
+        in_flight: &str,
+        idle: &str,
+        now: i64,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE steadfast_tasks SET status = 'cancelled', \
+             result = CASE WHEN sent > answered THEN $1 ELSE $2 END, updated_at = $3 \
+             WHERE task_id = $4 AND status = 'working'",
+        )
+        .bind(in_flight)
+        .bind(idle)
+        .bind(now)
+        .bind(task_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Tells every replica on this database that `task_id` was cancelled (PostgreSQL; on
+    /// SQLite the running process finds out by polling, see `watch`).
+    pub(crate) async fn announce_cancel(&self, task_id: &str) -> Result<(), sqlx::Error> {
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CANCEL_CHANNEL)
+                .bind(task_id)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Records the answer of attempt `attempt`, which arrived after the task was cancelled
+    /// while that attempt was in flight: the task stays cancelled (MCP: a cancelled task
+    /// remains cancelled even if execution completes), and its result says what the upstream
+    /// did instead of "cancelled". False when there is no such cancelled attempt.
+    pub(crate) async fn answered_after_cancel(
+        &self,
+        task_id: &str,
+        attempt: i64,
+        result: &str,
+        now: i64,
+    ) -> Result<bool, sqlx::Error> {
+        let done = sqlx::query(
+            "UPDATE steadfast_tasks SET result = $1, answered = $2, updated_at = $3 \
+             WHERE task_id = $4 AND status = 'cancelled' AND sent = $2 AND answered < $2",
+        )
+        .bind(result)
+        .bind(attempt)
+        .bind(now)
+        .bind(task_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Which of `ids` are no longer working (cancelled elsewhere, or expired).
+    pub(crate) async fn ended_among(&self, ids: &[String]) -> Result<Vec<String>, sqlx::Error> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT task_id FROM steadfast_tasks WHERE task_id IN ({}) AND status = 'working'",
+            marks.join(", ")
+        );
+        let mut q = sqlx::query_scalar::<_, String>(&sql);
+        for id in ids {
+            q = q.bind(id.as_str());
+        }
+        let working = q.fetch_all(&self.pool).await?;
+        Ok(ids
+            .iter()
+            .filter(|id| !working.contains(id))
+            .cloned()
+            .collect())
     }
 
     /// Deletes expired tasks; returns how many.
@@ -263,10 +371,10 @@ mod tests {
         let url = format!("sqlite://{}", dir.path().join("t.db").display());
         // The job store creates the database and installs the drivers; the table goes next to it.
         let jobs = steadfast_jobs::Jobs::builder().connect(&url).await.unwrap();
-        (
-            TaskStore::open(jobs.store().pool().clone()).await.unwrap(),
-            dir,
-        )
+        let store = TaskStore::open(jobs.store().pool().clone(), Backend::Sqlite)
+            .await
+            .unwrap();
+        (store, dir)
     }
 
     fn row(id: &str, created_at: i64) -> TaskRow {
@@ -305,12 +413,50 @@ mod tests {
             .await
             .unwrap();
         let pool = jobs.store().pool().clone();
-        let s = TaskStore::open(pool.clone()).await.unwrap();
+        let s = TaskStore::open(pool.clone(), Backend::Postgres)
+            .await
+            .unwrap();
         rules(&s).await;
         sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
             .execute(&pool)
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL: set STEADFAST_TEST_POSTGRES_URL"]
+    async fn replicas_creating_the_table_at_once_all_succeed_on_postgres() {
+        let url =
+            std::env::var("STEADFAST_TEST_POSTGRES_URL").expect("STEADFAST_TEST_POSTGRES_URL");
+        let schema = format!("tasks_race_{}", std::process::id());
+        let jobs = steadfast_jobs::Jobs::builder()
+            .connect_with(steadfast_jobs::StoreOptions::new(url).schema(schema.clone()))
+            .await
+            .unwrap();
+        let pool = jobs.store().pool().clone();
+        // Eight openers on eight connections of a schema without the table, released together:
+        // without the lock, all but one usually fail on `pg_type_typname_nsp_index`.
+        let gate = std::sync::Arc::new(tokio::sync::Barrier::new(8));
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                let (pool, gate) = (pool.clone(), gate.clone());
+                tokio::spawn(async move {
+                    gate.wait().await;
+                    TaskStore::open(pool, Backend::Postgres).await.map(|_| ())
+                })
+            })
+            .collect();
+        let mut failed = Vec::new();
+        for o in openers {
+            if let Err(e) = o.await.unwrap() {
+                failed.push(e.to_string());
+            }
+        }
+        sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert!(failed.is_empty(), "openers failed: {failed:?}");
     }
 
     async fn rules(s: &TaskStore) {

@@ -102,3 +102,83 @@ async fn a_sent_unanswered_call_is_resent_only_when_it_may_be_replayed() {
         "the finished jobs went too"
     );
 }
+
+/// A task whose attempt 1 is in flight (marked sent, not answered).
+async fn in_flight(d: &Durable, id: &str, now: i64) -> TaskRow {
+    let row = TaskRow {
+        last_failure: Some("sent, outcome unknown".into()),
+        sent: 1,
+        answered: 0,
+        ..working(id, now)
+    };
+    d.store().insert(&row).await.unwrap();
+    row
+}
+
+fn working(id: &str, now: i64) -> TaskRow {
+    TaskRow {
+        task_id: id.into(),
+        owner: "stdio".into(),
+        job_id: None,
+        tool: "charge".into(),
+        params: r#"{"name":"charge"}"#.into(),
+        replay: false,
+        status: status::WORKING.into(),
+        result: None,
+        last_failure: None,
+        sent: 0,
+        answered: 0,
+        ttl_ms: 60_000,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_says_whether_an_attempt_was_in_flight_and_keeps_an_answer_that_came_after() {
+    let clock = ManualClock::at("2030-01-01T00:00:00Z".parse().unwrap());
+    let (d, _dir) = service(&clock).await;
+    let now = d.shared.now();
+
+    // Nothing was running: the call never reached the upstream.
+    d.store().insert(&working("idle", now)).await.unwrap();
+    let row = d.store().get("idle", now).await.unwrap().unwrap();
+    let super::methods::Cancel::Done(row) = super::methods::try_cancel(&d, row).await.unwrap()
+    else {
+        panic!("cancelled")
+    };
+    let v = derive(&row, None);
+    assert_eq!(v.status, "cancelled");
+    assert!(
+        v.message.as_deref().unwrap().contains("no attempt"),
+        "{v:?}"
+    );
+
+    // Cancelled while attempt 1 ran (on another replica, say): the upstream may have acted.
+    let row = in_flight(&d, "racing", now).await;
+    let super::methods::Cancel::Done(cancelled) =
+        super::methods::try_cancel(&d, row.clone()).await.unwrap()
+    else {
+        panic!("cancelled")
+    };
+    let v = derive(&cancelled, None);
+    assert!(v.message.as_deref().unwrap().contains("in flight"), "{v:?}");
+    // The attempt's answer arrives before the cancel reaches the worker running it: the task
+    // stays cancelled, and says the call took effect, with its result for `tasks/result`.
+    let answer = crate::call::Answer {
+        raw: r#"{"content":[{"type":"text","text":"charged 5"}]}"#.into(),
+        is_error: false,
+    };
+    super::job::settle(&d.shared, d.store(), &row, 1, Ok(answer), None)
+        .await
+        .unwrap();
+    let after = d.store().get("racing", now).await.unwrap().unwrap();
+    let v = derive(&after, None);
+    assert_eq!(v.status, "cancelled");
+    assert!(
+        v.message.as_deref().unwrap().contains("then completed"),
+        "{v:?}"
+    );
+    assert!(v.result.unwrap().contains("charged 5"));
+    assert_eq!((after.sent, after.answered), (1, 1));
+}

@@ -33,7 +33,13 @@ pub(crate) fn derive(row: &TaskRow, job: Option<&Job>) -> View {
     match row.status.as_str() {
         status::COMPLETED => return stored(status::COMPLETED),
         status::FAILED => return stored(status::FAILED),
-        status::CANCELLED => return stored(status::CANCELLED),
+        status::CANCELLED => {
+            return View {
+                status: status::CANCELLED,
+                message: cancelled_message(row),
+                result: row.result.clone(),
+            };
+        }
         _ => {}
     }
     let failed = |result: String| View {
@@ -73,6 +79,33 @@ pub(crate) fn derive(row: &TaskRow, job: Option<&Job>) -> View {
             last_code(row, job)
         ))),
     }
+}
+
+/// What a cancelled task's status message says. A cancel stores a `CANCELLED` result (which
+/// says whether an attempt was in flight); when that attempt's answer arrived afterwards, the
+/// result is the answer, and the message says the call ran — the task stays `cancelled`, as the
+/// protocol requires, without reporting an action that took effect as one that never ran.
+fn cancelled_message(row: &TaskRow) -> Option<String> {
+    let result = row.result.as_deref()?;
+    if code_of(result) == Some(LlmErrorCode::Cancelled.as_str()) {
+        return message_of(result);
+    }
+    let failed = serde_json::from_str::<Value>(result)
+        .ok()
+        .and_then(|v| v.get("isError").and_then(Value::as_bool))
+        == Some(true);
+    let n = row.answered;
+    Some(if failed {
+        let why = message_of(result)
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        format!("cancelled while attempt {n} was running, which then failed{why}")
+    } else {
+        format!(
+            "cancelled while attempt {n} was running, which then completed: the call took \
+             effect (tasks/result has its result)"
+        )
+    })
 }
 
 /// The code of the last failed attempt, as the live call would name it: the `LlmError` the
@@ -163,6 +196,24 @@ pub(crate) fn outcome_unknown(tool: &str) -> LlmError {
 
 pub(crate) fn cancelled(tool: &str) -> LlmError {
     LlmError::new(LlmErrorCode::Cancelled).with_tool(tool)
+}
+
+/// A task cancelled while no attempt of it was running: nothing of it is in progress upstream.
+pub(crate) fn cancelled_idle(tool: &str) -> LlmError {
+    let mut e = cancelled(tool);
+    e.message = "The call was cancelled while no attempt of it was running".to_owned();
+    e
+}
+
+/// A task cancelled while an attempt was in flight: the upstream request is cancelled, but the
+/// upstream may have acted on it before the cancel reached it.
+pub(crate) fn cancelled_in_flight(tool: &str) -> LlmError {
+    let mut e = cancelled(tool);
+    e.message = "The call was cancelled while an attempt was in flight; the upstream was told to \
+                 stop, but it may have acted before the cancel reached it"
+        .to_owned();
+    e.suggestion = "Check whether the action took effect before calling the tool again".to_owned();
+    e
 }
 
 /// A short status message for a terminal result: the `LlmError`'s code and message, if it is
