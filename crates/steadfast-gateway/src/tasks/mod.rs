@@ -13,6 +13,7 @@
 
 mod attempt;
 mod ext;
+mod ext_methods;
 mod job;
 mod methods;
 mod store;
@@ -488,7 +489,7 @@ impl Extension for SessionTasks {
     }
 
     fn serves(&self, method: &str) -> bool {
-        methods::METHODS.contains(&method) || ext::METHODS.contains(&method)
+        methods::METHODS.contains(&method) || ext_methods::METHODS.contains(&method)
     }
 
     fn serve<'a>(
@@ -504,8 +505,9 @@ impl Extension for SessionTasks {
                 .and_then(|p| serde_json::from_str::<Value>(p).ok())
                 .is_some_and(|p| ext::is_modern(&p));
             if modern {
-                ext::serve(&self.durable, session, id, method, params).await
-            } else if ext::METHODS.contains(&method) && !methods::METHODS.contains(&method) {
+                ext_methods::serve(&self.durable, session, id, method, params).await
+            } else if ext_methods::METHODS.contains(&method) && !methods::METHODS.contains(&method)
+            {
                 crate::wire::jsonrpc::error_response(
                     id,
                     crate::wire::jsonrpc::code::METHOD_NOT_FOUND,
