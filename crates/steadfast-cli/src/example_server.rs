@@ -208,7 +208,11 @@ impl ServerHandler for Flaky {
                 }
             }
             "rate_limited" => {
-                if self.limited.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+                if self
+                    .limited
+                    .fetch_add(1, Ordering::SeqCst)
+                    .is_multiple_of(2)
+                {
                     tool_error("429 Too Many Requests")
                 } else {
                     text("ok")
@@ -245,7 +249,7 @@ impl ServerHandler for Flaky {
             "flaky_report" => {
                 // Odd calls report two steps then fail transiently; even calls report three.
                 let n = self.report.fetch_add(1, Ordering::SeqCst);
-                let steps = if n % 2 == 0 { 2 } else { 3 };
+                let steps = if n.is_multiple_of(2) { 2 } else { 3 };
                 if let Some(token) = context.meta.get_progress_token() {
                     for i in 0..steps {
                         let p = ProgressNotificationParam::new(token.clone(), f64::from(i));
@@ -253,7 +257,7 @@ impl ServerHandler for Flaky {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                 }
-                if n % 2 == 0 {
+                if n.is_multiple_of(2) {
                     tool_error("502 Bad Gateway")
                 } else {
                     text("report done")

@@ -414,10 +414,10 @@ mod http {
                 }
                 let line = line.trim();
                 let data = line.strip_prefix("data: ").unwrap_or(line);
-                if let Ok(v) = serde_json::from_str::<Value>(data) {
-                    if v.is_object() {
-                        return Some(v);
-                    }
+                if let Ok(v) = serde_json::from_str::<Value>(data)
+                    && v.is_object()
+                {
+                    return Some(v);
                 }
             }
         }

@@ -40,7 +40,7 @@ const RETRY_DELAY: Duration = Duration::from_secs(1);
 fn stamp(c: &Config, i: usize, t: f64) -> Stamp {
     Stamp {
         t,
-        fail: c.scenario == "retry" && i % 20 == 0,
+        fail: c.scenario == "retry" && i.is_multiple_of(20),
     }
 }
 

@@ -414,10 +414,10 @@ impl Shared {
             None => None,
         };
         let budget = dep.map(|d| self.jobs.inner.guards.budget(d));
-        if attempt == 1 {
-            if let Some(b) = &budget {
-                b.deposit();
-            }
+        if attempt == 1
+            && let Some(b) = &budget
+        {
+            b.deposit();
         }
         // A recurring schedule's run: skip a stale fire time, or plan the next one now when
         // runs may overlap.
@@ -640,10 +640,10 @@ impl Shared {
             Verdict::Dead(reason) => {
                 let text = format!("{} ({}): {message}", reason.as_str(), code);
                 let r = self.dead(row, lease, &text, &code, reason.as_str()).await;
-                if let (Some(sch), Some(fire_at)) = (schedule, row.fire_at) {
-                    if !sch.allow_overlap {
-                        self.plan_next(sch, fire_at, row).await?;
-                    }
+                if let (Some(sch), Some(fire_at)) = (schedule, row.fire_at)
+                    && !sch.allow_overlap
+                {
+                    self.plan_next(sch, fire_at, row).await?;
                 }
                 r
             }
@@ -680,10 +680,10 @@ impl Shared {
                 steadfast.give_up_reason = give_up_reason,
                 "steadfast.job.dead"
             );
-            if let Some(hook) = &self.jobs.inner.on_dead {
-                if let Some(job) = self.store().get(row.id).await? {
-                    hook(&job);
-                }
+            if let Some(hook) = &self.jobs.inner.on_dead
+                && let Some(job) = self.store().get(row.id).await?
+            {
+                hook(&job);
             }
         }
         Ok("dead")

@@ -257,10 +257,11 @@ impl MemoryCounter {
         let now = Instant::now();
         let mut counts = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         for (i, k) in keys.iter().enumerate() {
-            if let Some((n, until)) = counts.keys.get(&k.key) {
-                if *until > now && *n >= k.max {
-                    return Err((i, Some(*until - now)));
-                }
+            if let Some((n, until)) = counts.keys.get(&k.key)
+                && *until > now
+                && *n >= k.max
+            {
+                return Err((i, Some(*until - now)));
             }
         }
         for k in keys {

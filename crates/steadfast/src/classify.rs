@@ -474,10 +474,10 @@ impl Classify for io::Error {
     /// without a specific kind, are recognised by their message as `DNS_ERROR`.
     fn classify(&self) -> ErrorClass {
         // An io::Error may itself wrap a classified error (io::Error::other(ErrorClass …)).
-        if let Some(inner) = self.get_ref() {
-            if let Some(class) = known_error(inner) {
-                return class;
-            }
+        if let Some(inner) = self.get_ref()
+            && let Some(class) = known_error(inner)
+        {
+            return class;
         }
         let by_kind = self.kind().classify();
         if by_kind.kind != ErrorKind::Unknown {

@@ -556,14 +556,14 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
             (Last::Failure(Failure::Cancelled), ErrorClass::cancelled()),
             |r| (r.last, r.class),
         );
-        if let Some(p) = self.permit.take() {
-            if reason != GiveUpReason::Cancelled {
-                let was_current = p.is_current();
-                let failed = class.counts_as_breaker_failure();
-                p.record(failed);
-                if failed && was_current && trace::listening() {
-                    self.trace_opened();
-                }
+        if let Some(p) = self.permit.take()
+            && reason != GiveUpReason::Cancelled
+        {
+            let was_current = p.is_current();
+            let failed = class.counts_as_breaker_failure();
+            p.record(failed);
+            if failed && was_current && trace::listening() {
+                self.trace_opened();
             }
         }
         let error_type = LlmErrorCode::for_outcome(&class, Some(reason)).as_str();

@@ -414,10 +414,10 @@ where
             match waiting {
                 Err(mut rx) => {
                     let outcome = rx.wait_for(|s| !matches!(s, Slot::Running)).await;
-                    if let Ok(slot) = outcome {
-                        if let Slot::Done(v) = &*slot {
-                            return Ok(v.clone());
-                        }
+                    if let Ok(slot) = outcome
+                        && let Slot::Done(v) = &*slot
+                    {
+                        return Ok(v.clone());
                     }
                     // The first call failed or vanished: try again, perhaps as the leader.
                 }

@@ -976,10 +976,10 @@ fn validate(p: &RetryPolicy) -> Result<(), PolicyError> {
     } else {
         None
     };
-    if let Some(user) = needs_base {
-        if p.base_delay.is_zero() {
-            return Err(PolicyError::new("base_delay", format!("be > 0 for {user}")));
-        }
+    if let Some(user) = needs_base
+        && p.base_delay.is_zero()
+    {
+        return Err(PolicyError::new("base_delay", format!("be > 0 for {user}")));
     }
     if p.base_delay > p.max_delay {
         return Err(PolicyError::new(

@@ -520,12 +520,12 @@ where
         let op = |n: u32| {
             let (keys, stop, refused, args) = (&keys, &stop, &refused, args.clone());
             async move {
-                if n > 1 {
-                    if let Err(e) = limit.acquire(keys).await {
-                        *refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        stop.cancel();
-                        std::future::pending::<()>().await;
-                    }
+                if n > 1
+                    && let Err(e) = limit.acquire(keys).await
+                {
+                    *refused.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    stop.cancel();
+                    std::future::pending::<()>().await;
                 }
                 (t.f)(args).await
             }

@@ -277,14 +277,14 @@ pub(crate) fn check_access(
                 "the key must be a scope or claim:NAME=VALUE".into(),
             ));
         }
-        if let Some(rest) = key.strip_prefix("claim:") {
-            if rest.split_once('=').is_none_or(|(n, _)| n.is_empty()) {
-                errors.push((
-                    key.clone(),
-                    "",
-                    "a claim rule is written \"claim:NAME=VALUE\"".into(),
-                ));
-            }
+        if let Some(rest) = key.strip_prefix("claim:")
+            && rest.split_once('=').is_none_or(|(n, _)| n.is_empty())
+        {
+            errors.push((
+                key.clone(),
+                "",
+                "a claim rule is written \"claim:NAME=VALUE\"".into(),
+            ));
         }
         for (field, patterns) in [
             ("tools", &rule.tools),
@@ -379,13 +379,13 @@ impl RawUpstreamOAuth {
                 ));
             }
         };
-        if let Some(r) = &self.resource {
-            if !is_url(r) || r.contains('#') {
-                return Err((
-                    "resource",
-                    "must be an http:// or https:// URL without a fragment".into(),
-                ));
-            }
+        if let Some(r) = &self.resource
+            && (!is_url(r) || r.contains('#'))
+        {
+            return Err((
+                "resource",
+                "must be an http:// or https:// URL without a fragment".into(),
+            ));
         }
         Ok(UpstreamOAuth {
             endpoint,

@@ -268,10 +268,10 @@ impl Check<'_> {
 
     /// `[limits]` and (with Redis) `[state]`.
     fn limits_and_state(&mut self, raw: &RawConfig) {
-        if raw.limits.any() {
-            if let Err(e) = raw.limits.build(steadfast::MemoryCounter::new()) {
-                self.policy("limits", "", e);
-            }
+        if raw.limits.any()
+            && let Err(e) = raw.limits.build(steadfast::MemoryCounter::new())
+        {
+            self.policy("limits", "", e);
         }
         #[cfg(feature = "redis")]
         if let Err(e) = raw.state.validate() {

@@ -27,20 +27,20 @@ fn input() -> Box<dyn AsyncRead + Unpin + Send> {
     // A pipe is read directly by the reactor; tokio's stdin goes through a blocking thread
     // per read, which costs a thread hop per message.
     #[cfg(unix)]
-    if let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() {
-        if let Ok(rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
-            return Box::new(rx);
-        }
+    if let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned()
+        && let Ok(rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
+    {
+        return Box::new(rx);
     }
     Box::new(tokio::io::stdin())
 }
 
 fn output() -> Box<dyn AsyncWrite + Unpin + Send> {
     #[cfg(unix)]
-    if let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() {
-        if let Ok(tx) = tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
-            return Box::new(tx);
-        }
+    if let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned()
+        && let Ok(tx) = tokio::net::unix::pipe::Sender::from_owned_fd(fd)
+    {
+        return Box::new(tx);
     }
     Box::new(tokio::io::stdout())
 }

@@ -80,10 +80,10 @@ impl SharedState {
     /// Shares a breaker's state with other replicas (no-op without Redis).
     pub(crate) fn breaker(&self, breaker: &steadfast::CircuitBreaker) {
         #[cfg(feature = "redis")]
-        if let Some(r) = &self.redis {
-            if let Err(e) = r.share_breaker(breaker) {
-                tracing::warn!(error = %e, "breaker not shared");
-            }
+        if let Some(r) = &self.redis
+            && let Err(e) = r.share_breaker(breaker)
+        {
+            tracing::warn!(error = %e, "breaker not shared");
         }
         #[cfg(not(feature = "redis"))]
         let _ = breaker;
@@ -92,10 +92,10 @@ impl SharedState {
     /// Shares a retry budget (no-op without Redis).
     pub(crate) fn budget(&self, name: &str, budget: &steadfast::RetryBudget) {
         #[cfg(feature = "redis")]
-        if let Some(r) = &self.redis {
-            if let Err(e) = r.share_budget(name, budget) {
-                tracing::warn!(error = %e, "budget not shared");
-            }
+        if let Some(r) = &self.redis
+            && let Err(e) = r.share_budget(name, budget)
+        {
+            tracing::warn!(error = %e, "budget not shared");
         }
         #[cfg(not(feature = "redis"))]
         let _ = (name, budget);

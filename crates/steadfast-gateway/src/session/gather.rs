@@ -98,22 +98,21 @@ impl Session {
                 self.watch(r.clone());
             }
         }
-        if let Some(h) = config.health_tool.as_deref() {
-            if let Some((route, _)) = self
+        if let Some(h) = config.health_tool.as_deref()
+            && let Some((route, _)) = self
                 .router
                 .resolve(Kind::Tool, h)
                 .filter(|(r, original)| r.upstream.lists(original))
-            {
-                return self.reply_error(
-                    id,
-                    code::INVALID_REQUEST,
-                    &format!(
-                        "[proxy] health_tool = \"{h}\" is also the name of a tool of upstream \
+        {
+            return self.reply_error(
+                id,
+                code::INVALID_REQUEST,
+                &format!(
+                    "[proxy] health_tool = \"{h}\" is also the name of a tool of upstream \
                          `{}`; rename the health tool",
-                        route.name
-                    ),
-                );
-            }
+                    route.name
+                ),
+            );
         }
         let result = self.extend_initialize(params, self.router.init_result(&connected));
         self.client
@@ -344,10 +343,10 @@ impl Session {
         let mut result = json!({ key: items });
         if method == "tools/list" {
             self.extend_tools_list(&mut result);
-            if let Some(health) = crate::session::health::tool(&self.router.config()) {
-                if let Some(tools) = result["tools"].as_array_mut() {
-                    tools.push(health);
-                }
+            if let Some(health) = crate::session::health::tool(&self.router.config())
+                && let Some(tools) = result["tools"].as_array_mut()
+            {
+                tools.push(health);
             }
         }
         jsonrpc::result_response(id, &result.to_string())

@@ -529,10 +529,10 @@ pub(crate) fn sanitize_error_object(raw: &str) -> String {
     let Ok(mut v) = serde_json::from_str::<Value>(raw) else {
         return raw.to_owned();
     };
-    if let Some(m) = v.get("message").and_then(Value::as_str) {
-        if let std::borrow::Cow::Owned(clean) = steadfast::sanitize(m) {
-            v["message"] = Value::String(clean);
-        }
+    if let Some(m) = v.get("message").and_then(Value::as_str)
+        && let std::borrow::Cow::Owned(clean) = steadfast::sanitize(m)
+    {
+        v["message"] = Value::String(clean);
     }
     if let Some(data) = v.get_mut("data") {
         crate::wire::sanitize::sanitize_value(data);

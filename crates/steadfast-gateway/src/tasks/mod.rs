@@ -433,15 +433,16 @@ impl Extension for SessionTasks {
                 .resolver
                 .resolve(&name)
                 .is_some_and(|t| t.tools.config().tool(&t.key).durable);
-            if client && durable {
-                if let Some(o) = t.as_object_mut() {
-                    let exec = o
-                        .entry("execution")
-                        .or_insert_with(|| serde_json::json!({}));
-                    if let Some(e) = exec.as_object_mut() {
-                        e.insert("taskSupport".into(), Value::String("optional".into()));
-                        changed = true;
-                    }
+            if client
+                && durable
+                && let Some(o) = t.as_object_mut()
+            {
+                let exec = o
+                    .entry("execution")
+                    .or_insert_with(|| serde_json::json!({}));
+                if let Some(e) = exec.as_object_mut() {
+                    e.insert("taskSupport".into(), Value::String("optional".into()));
+                    changed = true;
                 }
             }
         }

@@ -91,10 +91,10 @@ fn session_of(link: &Link) -> Option<Arc<Session>> {
 /// After the handshake: remember the protocol version and open the server's GET stream.
 pub(super) fn initialized(link: &Arc<Link>, result: &str) {
     let Some(s) = session_of(link) else { return };
-    if let Ok(v) = serde_json::from_str::<Value>(result) {
-        if let Some(p) = v.get("protocolVersion").and_then(Value::as_str) {
-            *s.protocol.write().unwrap_or_else(|e| e.into_inner()) = Some(p.to_owned());
-        }
+    if let Ok(v) = serde_json::from_str::<Value>(result)
+        && let Some(p) = v.get("protocolVersion").and_then(Value::as_str)
+    {
+        *s.protocol.write().unwrap_or_else(|e| e.into_inner()) = Some(p.to_owned());
     }
     // The stream lives as long as the connection: a server that hangs it (no headers, no
     // events) leaves no task behind after a restart.
@@ -324,14 +324,14 @@ impl Session {
                 Err(Capped::Io(e)) => self.settle(request, Reply::Lost(e)),
             }
         }
-        if let (Some(id), Some(up)) = (request, self.up.upgrade()) {
-            if up.pending().contains_key(&id) {
-                // A JSON answer, or an event stream that ended, without our reply.
-                up.settle(
-                    id,
-                    Reply::Lost("the upstream's HTTP answer ended without a reply".to_owned()),
-                );
-            }
+        if let (Some(id), Some(up)) = (request, self.up.upgrade())
+            && up.pending().contains_key(&id)
+        {
+            // A JSON answer, or an event stream that ended, without our reply.
+            up.settle(
+                id,
+                Reply::Lost("the upstream's HTTP answer ended without a reply".to_owned()),
+            );
         }
     }
 
@@ -418,13 +418,13 @@ impl Session {
             let body = read_capped(resp, 4096).await.unwrap_or_default();
             let text = String::from_utf8_lossy(&body).into_owned();
             // A JSON-RPC error in the body is the answer itself.
-            if let Some(id) = request {
-                if let Ok(v) = serde_json::from_slice::<Value>(&body) {
-                    if v.get("error").is_some() && v.get("id").and_then(Value::as_u64) == Some(id) {
-                        self.dispatch(Frame::Line(body[..].into()), request);
-                        return true;
-                    }
-                }
+            if let Some(id) = request
+                && let Ok(v) = serde_json::from_slice::<Value>(&body)
+                && v.get("error").is_some()
+                && v.get("id").and_then(Value::as_u64) == Some(id)
+            {
+                self.dispatch(Frame::Line(body[..].into()), request);
+                return true;
             }
             self.settle(request, Reply::Http(status.as_u16(), text));
             return true;

@@ -330,10 +330,10 @@ impl Upstream {
 
     /// Relays a client's reply to a request the server sent, if its connection still lives.
     pub(crate) fn reply_to_server(&self, generation: u64, line: Vec<u8>) {
-        if let LinkState::Up(link) = &*self.state.borrow() {
-            if link.generation() == generation {
-                let _ = link.send(line, None);
-            }
+        if let LinkState::Up(link) = &*self.state.borrow()
+            && link.generation() == generation
+        {
+            let _ = link.send(line, None);
         }
     }
 }

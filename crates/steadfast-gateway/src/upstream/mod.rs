@@ -457,10 +457,10 @@ impl Upstream {
     /// (`supervisor::start_for_call`).
     pub(crate) async fn link(&self) -> Result<Arc<Link>, String> {
         // Connected (the common case): no receiver, no timer.
-        if let LinkState::Up(link) = &*self.state.borrow() {
-            if !link.is_closed() {
-                return Ok(link.clone());
-            }
+        if let LinkState::Up(link) = &*self.state.borrow()
+            && !link.is_closed()
+        {
+            return Ok(link.clone());
         }
         const STOPPED: &str = "the upstream was stopped (a config reload removed or replaced it, \
                                or the proxy is stopping)";
@@ -472,12 +472,12 @@ impl Upstream {
             return supervisor::start_for_call(self, rx).await;
         }
         let failing = self.failing.load(Ordering::Relaxed);
-        if failing >= 2 {
-            if let LinkState::Down(why) = &*rx.borrow() {
-                return Err(format!(
-                    "the upstream keeps crashing right after it starts ({failing} times in a row); it is restarted on backoff: {why}"
-                ));
-            }
+        if failing >= 2
+            && let LinkState::Down(why) = &*rx.borrow()
+        {
+            return Err(format!(
+                "the upstream keeps crashing right after it starts ({failing} times in a row); it is restarted on backoff: {why}"
+            ));
         }
         let wait = async {
             loop {

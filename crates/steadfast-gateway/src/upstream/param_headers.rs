@@ -48,10 +48,10 @@ fn walk(schema: &Value, path: &mut Vec<String>, found: &mut Vec<(Vec<String>, St
             property.get("type").and_then(Value::as_str),
             Some("string" | "integer" | "boolean")
         );
-        if let Some(token) = token.filter(|t| scalar && is_token(t)) {
-            if found.len() < MAX_HEADERS {
-                found.push((path.clone(), token.to_owned()));
-            }
+        if let Some(token) = token.filter(|t| scalar && is_token(t))
+            && found.len() < MAX_HEADERS
+        {
+            found.push((path.clone(), token.to_owned()));
         }
         walk(property, path, found);
         path.pop();

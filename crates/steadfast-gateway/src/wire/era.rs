@@ -250,15 +250,14 @@ pub fn check<'a>(
                 ),
             ));
         }
-        if let Some(key) = name_key(method) {
-            if let Some(body) = params.get(key).and_then(Value::as_str) {
-                if h.name.and_then(decode_header_value).as_deref() != Some(body) {
-                    return Err(Refusal::new(
-                        code::HEADER_MISMATCH,
-                        format!("Header mismatch: Mcp-Name does not match the body's {key}"),
-                    ));
-                }
-            }
+        if let Some(key) = name_key(method)
+            && let Some(body) = params.get(key).and_then(Value::as_str)
+            && h.name.and_then(decode_header_value).as_deref() != Some(body)
+        {
+            return Err(Refusal::new(
+                code::HEADER_MISMATCH,
+                format!("Header mismatch: Mcp-Name does not match the body's {key}"),
+            ));
         }
     }
     let Some(version) = version.as_str() else {
@@ -503,7 +502,7 @@ fn b64_encode(bytes: &[u8]) -> String {
 /// The inverse of [`b64_encode`]; `None` unless the input is canonical (what the encoder
 /// would produce), so one value has one spelling.
 fn b64_decode(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(text.len() / 4 * 3);

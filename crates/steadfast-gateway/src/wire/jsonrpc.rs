@@ -129,12 +129,12 @@ impl<'a> Envelope<'a> {
                 ));
             }
         };
-        if let Some(raw) = env.id {
-            if !(valid_id(raw.get()) || kind == MessageKind::Response && raw.get() == "null") {
-                return Err(invalid(
-                    "invalid request: id must be a string or an integer that fits in 64 bits",
-                ));
-            }
+        if let Some(raw) = env.id
+            && !(valid_id(raw.get()) || kind == MessageKind::Response && raw.get() == "null")
+        {
+            return Err(invalid(
+                "invalid request: id must be a string or an integer that fits in 64 bits",
+            ));
         }
         if let Some(p) = env.params {
             // Nesting deeper than the limit takes more brackets than a shorter text has, or

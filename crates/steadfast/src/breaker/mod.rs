@@ -633,19 +633,17 @@ impl CircuitBreaker {
         self.share_outcome(probe, failed);
         if !probe && !failed {
             // Ratio rule: one bucket update.
-            if let Some(r) = &self.inner.ratio {
-                if self.inner.word.load(Ordering::Acquire) == generation_word {
-                    r.calls.add(self.now(), 1);
-                }
+            if let Some(r) = &self.inner.ratio
+                && self.inner.word.load(Ordering::Acquire) == generation_word
+            {
+                r.calls.add(self.now(), 1);
             }
             return;
         }
         let now = self.now();
-        if !probe {
-            if let Some(r) = &self.inner.ratio {
-                r.calls.add(now, 1);
-                r.failures.add(now, 1);
-            }
+        if !probe && let Some(r) = &self.inner.ratio {
+            r.calls.add(now, 1);
+            r.failures.add(now, 1);
         }
         {
             let mut slow = self.lock();

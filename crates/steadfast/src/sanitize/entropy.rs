@@ -70,10 +70,11 @@ fn is_name(s: &str) -> bool {
         return true;
     }
     // A resource path: `prod/db-Ab3dEf`, `projects/demo/…`.
-    if let Some((first, _)) = s.split_once('/') {
-        if first.len() >= 2 && first.bytes().all(|b| b.is_ascii_lowercase()) {
-            return true;
-        }
+    if let Some((first, _)) = s.split_once('/')
+        && first.len() >= 2
+        && first.bytes().all(|b| b.is_ascii_lowercase())
+    {
+        return true;
     }
     if camel_words(s) {
         return true;

@@ -147,12 +147,12 @@ pub(super) fn is_secret_key(key: &str) -> bool {
     if SECRET_WORDS.contains(&last.as_str()) {
         return true;
     }
-    if let [.., before, last] = words.as_slice() {
-        if SECRET_PAIRS.contains(&(before.as_str(), last.as_str())) {
-            return true;
-        }
-        // `access_token`, `refresh_token`: covered by `token`; `api_token_value` is not.
+    if let [.., before, last] = words.as_slice()
+        && SECRET_PAIRS.contains(&(before.as_str(), last.as_str()))
+    {
+        return true;
     }
+    // `access_token`, `refresh_token`: covered by `token`; `api_token_value` is not.
     !METADATA_WORDS.contains(&last.as_str())
         && words.iter().any(|w| STRONG_WORDS.contains(&w.as_str()))
 }

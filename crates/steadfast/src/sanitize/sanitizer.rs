@@ -447,11 +447,11 @@ impl Sanitizer {
             if !generic && end - start <= rescan_budget {
                 rescan_budget -= end - start;
                 let until = ceil_char(text, (end + SECOND_LOOK_SLACK).min(hay.len()));
-                if let Some(g) = self.find(Which::Generic, hay, (start, until), true, work) {
-                    if g.end > g.start {
-                        pending = Some(g);
-                        continue;
-                    }
+                if let Some(g) = self.find(Which::Generic, hay, (start, until), true, work)
+                    && g.end > g.start
+                {
+                    pending = Some(g);
+                    continue;
                 }
             }
             at = if keep != start {
