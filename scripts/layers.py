@@ -6,10 +6,14 @@ crates/steadfast-gateway/src, outside comments and `#[cfg(test)]` code, resolves
 source file that defines it, and checks two things:
 
 * no circle between top-level modules (folders or files directly under src/), and
-* no import from a module to one in a higher layer (LAYERS below, lowest first).
+* no import from a module to one in a higher layer (LAYERS below, lowest first);
+
+with --files, a third:
+
+* no circle between files (each .rs file a module, `mod.rs` its folder's).
 
 Bare relative paths (a parent naming its child `http::open`) are not read: they point down.
-Exits 1 when either check fails. Usage: python3 scripts/layers.py [--files]
+Exits 1 when a check fails. Usage: python3 scripts/layers.py [--files]
 """
 import pathlib
 import re
@@ -224,6 +228,7 @@ def main():
         print(f"UPWARD: {a} uses {path} ({b})")
     if "--files" in sys.argv:
         for c in sccs(set(file_edges), file_edges):
+            ok = False
             print("file circle:", " <-> ".join(name(x) for x in c))
     print("ok" if ok else "FAILED")
     return 0 if ok else 1

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::route::router::{Kind, Route, Router};
+use crate::route::router::{Kind, Router};
+use crate::route::upstream_route::Route;
 use crate::upstream::{Params, Upstream};
 use crate::wire::call_params::CallParams;
 

@@ -8,10 +8,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ConfigError;
-use super::locate::{find_key_line, quote_key};
-use super::raw::RawConfig;
-
 /// Where a secret comes from: an environment variable or a file (never the config itself, so
 /// a config file can be shared and logged).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -399,93 +395,6 @@ impl RawUpstreamOAuth {
             resource: self.resource.clone(),
         })
     }
-}
-
-/// `[auth]` and `[access]`: validated, each problem pushed as `file:line: key: message`.
-pub(super) fn check_auth(
-    raw: &RawConfig,
-    file: &str,
-    text: &str,
-    errors: &mut Vec<ConfigError>,
-) -> Option<AuthConfig> {
-    let at = |table: &str, key: &str, message: String| ConfigError {
-        file: file.to_owned(),
-        line: find_key_line(text, table, key),
-        key: if key.is_empty() {
-            table.to_owned()
-        } else {
-            format!("{table}.{key}")
-        },
-        message,
-    };
-    for (key, field, message) in check_access(&raw.access) {
-        errors.push(at(&format!("access.{}", quote_key(&key)), field, message));
-    }
-    if raw.auth.is_none() && !raw.access.is_empty() {
-        errors.push(at(
-            "access",
-            "",
-            "needs an [auth] table (access rules apply to its tokens)".into(),
-        ));
-    }
-    match raw.auth.as_ref()?.validate() {
-        Ok(a) => Some(a),
-        Err(found) => {
-            for (key, message) in found {
-                errors.push(at("auth", key, message));
-            }
-            None
-        }
-    }
-}
-
-/// `oauth = { … }` of each HTTP upstream: validated, by upstream name.
-pub(super) fn check_upstream_oauth(
-    raw: &RawConfig,
-    file: &str,
-    text: &str,
-    errors: &mut Vec<ConfigError>,
-) -> BTreeMap<String, UpstreamOAuth> {
-    let single = raw
-        .upstream
-        .iter()
-        .map(|u| ("upstream".to_owned(), "upstream".to_owned(), u.clone()));
-    let named = raw
-        .upstreams
-        .iter()
-        .filter(|(_, u)| !u.disabled)
-        .map(|(n, u)| {
-            (
-                n.clone(),
-                format!("upstreams.{}", quote_key(n)),
-                u.connection(),
-            )
-        });
-    let mut found = BTreeMap::new();
-    for (name, table, u) in single.chain(named) {
-        let Some(o) = &u.oauth else { continue };
-        let at = |key: &str, message: String| ConfigError {
-            file: file.to_owned(),
-            line: find_key_line(text, &table, "oauth"),
-            key: if key.is_empty() {
-                format!("{table}.oauth")
-            } else {
-                format!("{table}.oauth.{key}")
-            },
-            message,
-        };
-        if u.url.is_none() {
-            errors.push(at("", "only an HTTP upstream (`url`) takes `oauth`".into()));
-            continue;
-        }
-        match o.validate() {
-            Ok(v) => {
-                found.insert(name, v);
-            }
-            Err((key, message)) => errors.push(at(key, message)),
-        }
-    }
-    found
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@ use globset::Glob;
 use steadfast::{BudgetConfig, PolicyError, RetryPolicy, RetryPolicyBuilder};
 use steadfast_mcp::Upstream;
 
+use super::auth::{AuthConfig, UpstreamOAuth, check_access};
 use super::locate::{find_key_line, locate_offset, quote_key, with_duration_hint};
 use super::raw::{RawConfig, RawUpstream, ToolSettings};
 use super::{
-    Config, ConfigError, DEFAULT_LIST_TIMEOUT, NamedUpstream, Pattern, auth, limits, settings,
-    tasks,
+    Config, ConfigError, DEFAULT_LIST_TIMEOUT, NamedUpstream, Pattern, limits, settings, tasks,
 };
 use crate::wire::naming;
 
@@ -346,8 +346,8 @@ impl Config {
             cx.table_found("tasks", found);
             tasks::TasksConfig::default()
         });
-        let auth = auth::check_auth(&raw, file, text, &mut cx.errors);
-        let upstream_oauth = auth::check_upstream_oauth(&raw, file, text, &mut cx.errors);
+        let auth = check_auth(&raw, file, text, &mut cx.errors);
+        let upstream_oauth = check_upstream_oauth(&raw, file, text, &mut cx.errors);
         // [telemetry] OTLP export.
         if let Err(found) = raw.telemetry.validate() {
             cx.table_found("telemetry", found);
@@ -409,6 +409,93 @@ impl Config {
             tools,
         })
     }
+}
+
+/// `[auth]` and `[access]`: validated, each problem pushed as `file:line: key: message`.
+fn check_auth(
+    raw: &RawConfig,
+    file: &str,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<AuthConfig> {
+    let at = |table: &str, key: &str, message: String| ConfigError {
+        file: file.to_owned(),
+        line: find_key_line(text, table, key),
+        key: if key.is_empty() {
+            table.to_owned()
+        } else {
+            format!("{table}.{key}")
+        },
+        message,
+    };
+    for (key, field, message) in check_access(&raw.access) {
+        errors.push(at(&format!("access.{}", quote_key(&key)), field, message));
+    }
+    if raw.auth.is_none() && !raw.access.is_empty() {
+        errors.push(at(
+            "access",
+            "",
+            "needs an [auth] table (access rules apply to its tokens)".into(),
+        ));
+    }
+    match raw.auth.as_ref()?.validate() {
+        Ok(a) => Some(a),
+        Err(found) => {
+            for (key, message) in found {
+                errors.push(at("auth", key, message));
+            }
+            None
+        }
+    }
+}
+
+/// `oauth = { … }` of each HTTP upstream: validated, by upstream name.
+fn check_upstream_oauth(
+    raw: &RawConfig,
+    file: &str,
+    text: &str,
+    errors: &mut Vec<ConfigError>,
+) -> BTreeMap<String, UpstreamOAuth> {
+    let single = raw
+        .upstream
+        .iter()
+        .map(|u| ("upstream".to_owned(), "upstream".to_owned(), u.clone()));
+    let named = raw
+        .upstreams
+        .iter()
+        .filter(|(_, u)| !u.disabled)
+        .map(|(n, u)| {
+            (
+                n.clone(),
+                format!("upstreams.{}", quote_key(n)),
+                u.connection(),
+            )
+        });
+    let mut found = BTreeMap::new();
+    for (name, table, u) in single.chain(named) {
+        let Some(o) = &u.oauth else { continue };
+        let at = |key: &str, message: String| ConfigError {
+            file: file.to_owned(),
+            line: find_key_line(text, &table, "oauth"),
+            key: if key.is_empty() {
+                format!("{table}.oauth")
+            } else {
+                format!("{table}.oauth.{key}")
+            },
+            message,
+        };
+        if u.url.is_none() {
+            errors.push(at("", "only an HTTP upstream (`url`) takes `oauth`".into()));
+            continue;
+        }
+        match o.validate() {
+            Ok(v) => {
+                found.insert(name, v);
+            }
+            Err((key, message)) => errors.push(at(key, message)),
+        }
+    }
+    found
 }
 
 fn restart_default() -> RetryPolicyBuilder {

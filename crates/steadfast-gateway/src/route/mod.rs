@@ -7,3 +7,4 @@ pub(crate) mod router;
 pub(crate) mod shared;
 pub(crate) mod tools;
 pub(crate) mod topology;
+pub(crate) mod upstream_route;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::route::tools::Tools;
 use crate::route::topology::{Topology, UpstreamSet};
+use crate::route::upstream_route::{Route, route};
 use crate::upstream::{Downstream, Upstream};
 
 mod variants;
@@ -30,32 +31,6 @@ pub(crate) const MAX_NAMES: usize = 10_000;
 /// nobody listed) and the start of the next: a client reading unknown URIs in a loop costs the
 /// upstreams one relist a second, not one per read.
 pub(crate) const RELIST_EVERY: Duration = Duration::from_secs(1);
-
-/// One upstream behind the endpoint, with its tools' state.
-pub(crate) struct Route {
-    /// The upstream's name in the config.
-    pub name: String,
-    /// Its name as the prefix of its tools' names.
-    pub prefix: String,
-    /// The connection.
-    pub upstream: Arc<Upstream>,
-    /// Per-tool state: policies, breakers, budget, metrics.
-    pub tools: Arc<Tools>,
-    names: RwLock<Names>,
-    /// The connection (generation) and level (serial) this upstream was last told with
-    /// `logging/setLevel`.
-    level_sent: Mutex<(u64, u64)>,
-}
-
-#[derive(Default)]
-struct Names {
-    /// Name clients see → the upstream's own name.
-    tools: HashMap<String, String>,
-    prompts: HashMap<String, String>,
-    /// URIs and URI-template prefixes this upstream listed.
-    uris: HashSet<String>,
-    templates: Vec<String>,
-}
 
 /// What one complete list of an upstream taught: it replaces what the previous one did.
 #[derive(Debug)]
@@ -90,14 +65,6 @@ impl RelistGate {
         relist.await;
         *last = Some(tokio::time::Instant::now());
         true
-    }
-}
-
-impl std::fmt::Debug for Route {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Route")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
     }
 }
 
@@ -148,17 +115,6 @@ impl std::fmt::Debug for Router {
             .field("routes", &self.routes())
             .finish_non_exhaustive()
     }
-}
-
-fn route(upstream: Arc<Upstream>, tools: Arc<Tools>, prefix: String) -> Arc<Route> {
-    Arc::new(Route {
-        name: upstream.name.clone(),
-        prefix,
-        upstream,
-        tools,
-        names: RwLock::default(),
-        level_sent: Mutex::default(),
-    })
 }
 
 impl Router {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::route::router::Route;
+use crate::route::upstream_route::Route;
 
 /// The upstreams a front serves: one (names unchanged) or several (namespaced).
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 
-use crate::session::input_required::{Runs, ServerAsk};
+use crate::session::input_required::runs::{Runs, ServerAsk};
 use crate::upstream::{Declined, Downstream, Link, Upstream};
 use crate::wire::outbound::{Outbound, Refused};
 use crate::wire::{era, jsonrpc};

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::route::router::{Kind, MAX_NAMES, Relisted, Route};
+use crate::route::router::{Kind, MAX_NAMES, Relisted};
+use crate::route::upstream_route::Route;
 use crate::session::Session;
 use crate::upstream::{Params, Reply};
 use crate::wire::jsonrpc::{self, code};

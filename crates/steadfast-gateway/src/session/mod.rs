@@ -8,7 +8,6 @@
 
 pub(crate) mod client;
 mod dispatch;
-pub(crate) mod extension;
 mod gather;
 pub(crate) mod health;
 pub(crate) mod identity;
@@ -33,6 +32,54 @@ use crate::session::client::Client;
 use crate::upstream::Upstream;
 use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{self, Envelope, Malformed, MessageKind, code};
+
+/// What an extension may change or take over in one session: the seam through which a feature
+/// extends every session without the session naming it.
+///
+/// Durable tool calls (`tasks/`) hook into a session at a few points: the `initialize` result,
+/// each `tools/list` page, a `tools/call` it may take over, methods it serves itself, and a
+/// client's cancellation. The session owns this trait (here, beside [`Session`], which names it)
+/// and calls it at those points; the extension (which sits above the session and may call back
+/// into it) implements it, and the front installs one per session. With none installed each
+/// hook costs one `OnceLock` read.
+pub(crate) trait Extension: Send + Sync + 'static {
+    /// The `initialize` result (raw JSON) the client is about to get, possibly amended.
+    fn on_initialize(&self, session: &Session, params: &str, result: String) -> String;
+
+    /// Amends one `tools/list` page; true when it changed it.
+    fn on_tools_list(&self, session: &Session, page: &mut Value) -> bool;
+
+    /// Whether this `tools/call` (decoded params) is the extension's to answer.
+    fn claims_call(&self, session: &Session, params: &Value) -> bool;
+
+    /// Answers a claimed `tools/call`; the line answering it.
+    fn call<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        id: &'a str,
+        params: Value,
+    ) -> futures::future::BoxFuture<'a, Vec<u8>>;
+
+    /// Whether the extension serves `method` itself.
+    fn serves(&self, method: &str) -> bool;
+
+    /// Answers a request for a method it serves; the line answering it.
+    fn serve<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        id: &'a str,
+        method: &'a str,
+        params: Option<&'a str>,
+    ) -> futures::future::BoxFuture<'a, Vec<u8>>;
+
+    /// Amends the capabilities `server/discover` answers a modern client with.
+    fn on_discover(&self, capabilities: &mut serde_json::Map<String, Value>) {
+        let _ = capabilities;
+    }
+
+    /// The client cancelled its request `id` (raw JSON).
+    fn on_cancelled(&self, session: &Arc<Session>, id: &str);
+}
 
 /// A client session over the endpoint's upstreams.
 pub(crate) struct Session {
@@ -60,7 +107,7 @@ pub(crate) struct Session {
     stateless: bool,
     /// The extension installed by the front (durable tool calls, when the config has
     /// durable tools), if any.
-    extension: std::sync::OnceLock<Arc<dyn crate::session::extension::Extension>>,
+    extension: std::sync::OnceLock<Arc<dyn Extension>>,
     /// Requests in flight by client id: a serial (so a finished task never removes a newer
     /// request that reused its id) and the request's cancellation.
     /// (Keyed by the id shared with the request's task: one allocation per request. Ids are
@@ -126,12 +173,12 @@ impl Drop for Registered {
 
 impl Session {
     /// Installs the front's extension for this session (once; a second is ignored).
-    pub(crate) fn extend(&self, extension: Arc<dyn crate::session::extension::Extension>) {
+    pub(crate) fn extend(&self, extension: Arc<dyn Extension>) {
         let _ = self.extension.set(extension);
     }
 
     /// The installed extension, if any.
-    pub(crate) fn extension(&self) -> Option<&Arc<dyn crate::session::extension::Extension>> {
+    pub(crate) fn extension(&self) -> Option<&Arc<dyn Extension>> {
         self.extension.get()
     }
 

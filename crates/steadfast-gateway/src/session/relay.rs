@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use super::{Session, progress_token, sanitize_error_object};
-use crate::route::router::Route;
 use crate::route::topology::Topology;
+use crate::route::upstream_route::Route;
 use crate::upstream::{Params, Reply};
 use crate::wire::jsonrpc::{self, code};
 

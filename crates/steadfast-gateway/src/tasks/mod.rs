@@ -13,6 +13,7 @@
 
 mod attempt;
 mod ext;
+mod ext_methods;
 mod job;
 mod methods;
 mod store;
@@ -32,8 +33,8 @@ use steadfast_jobs::{Clock, Jobs, SystemClock, WorkerConfig, WorkerHandle};
 pub(crate) use crate::config::tasks::TasksConfig;
 
 use crate::route::tools::Tools;
+use crate::session::Extension;
 use crate::session::Session;
-use crate::session::extension::Extension;
 use crate::upstream::Upstream;
 use futures::future::BoxFuture;
 
@@ -489,7 +490,7 @@ impl Extension for SessionTasks {
     }
 
     fn serves(&self, method: &str) -> bool {
-        methods::METHODS.contains(&method) || ext::METHODS.contains(&method)
+        methods::METHODS.contains(&method) || ext_methods::METHODS.contains(&method)
     }
 
     fn serve<'a>(
@@ -505,8 +506,9 @@ impl Extension for SessionTasks {
                 .and_then(|p| serde_json::from_str::<Value>(p).ok())
                 .is_some_and(|p| ext::is_modern(&p));
             if modern {
-                ext::serve(&self.durable, session, id, method, params).await
-            } else if ext::METHODS.contains(&method) && !methods::METHODS.contains(&method) {
+                ext_methods::serve(&self.durable, session, id, method, params).await
+            } else if ext_methods::METHODS.contains(&method) && !methods::METHODS.contains(&method)
+            {
                 crate::wire::jsonrpc::error_response(
                     id,
                     crate::wire::jsonrpc::code::METHOD_NOT_FOUND,

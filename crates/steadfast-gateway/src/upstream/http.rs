@@ -16,7 +16,7 @@ use std::time::Duration;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::link::{Link, Transport};
+use super::link::{HttpSession, Link, Transport};
 use super::{Reply, Upstream};
 use crate::wire::framing::Frame;
 
@@ -77,9 +77,12 @@ pub(super) fn open(up: &Arc<Upstream>, generation: u64) -> Result<Arc<Link>, Str
     Ok(link)
 }
 
-fn session_of(link: &Link) -> Option<&Arc<Session>> {
+fn session_of(link: &Link) -> Option<Arc<Session>> {
     match &link.transport {
-        Transport::Http(s) => Some(s),
+        Transport::Http(s) => {
+            let any: Arc<dyn std::any::Any + Send + Sync> = s.clone();
+            any.downcast::<Session>().ok()
+        }
         #[allow(unreachable_patterns)]
         _ => None,
     }
@@ -95,7 +98,7 @@ pub(super) fn initialized(link: &Arc<Link>, result: &str) {
     }
     // The stream lives as long as the connection: a server that hangs it (no headers, no
     // events) leaves no task behind after a restart.
-    let (s, link) = (s.clone(), link.clone());
+    let link = link.clone();
     tokio::spawn(async move {
         tokio::select! {
             _ = s.listen() => {}
@@ -138,6 +141,17 @@ pub(super) async fn terminate(link: &Arc<Link>, grace: Duration) {
             }
         })
         .await;
+    }
+}
+
+impl HttpSession for Session {
+    fn send(
+        self: Arc<Self>,
+        line: Vec<u8>,
+        request: Option<u64>,
+        exchange: Option<tokio_util::sync::CancellationToken>,
+    ) -> Result<(), String> {
+        self.post(line, request, exchange)
     }
 }
 

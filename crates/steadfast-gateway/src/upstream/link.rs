@@ -10,7 +10,22 @@ use crate::wire::jsonrpc;
 pub(super) enum Transport {
     Stdio(mpsc::Sender<Vec<u8>>),
     #[cfg(feature = "http")]
-    Http(Arc<super::http::Session>),
+    Http(Arc<dyn HttpSession>),
+}
+
+/// An HTTP session as its link sees it: where each message is posted. Implemented by
+/// `http::Session`; a trait so that this file, below the transports, names none of them (the
+/// HTTP transport takes its own session back with `Arc::downcast`).
+#[cfg(feature = "http")]
+pub(super) trait HttpSession: std::any::Any + Send + Sync {
+    /// Posts one message; `request` is the upstream id when a reply is expected, `exchange`
+    /// bounds a request's exchange. An error means the message was certainly not sent.
+    fn send(
+        self: Arc<Self>,
+        line: Vec<u8>,
+        request: Option<u64>,
+        exchange: Option<CancellationToken>,
+    ) -> Result<(), String>;
 }
 
 /// One connection (one child process, or one HTTP session). A restart makes a new one with a
@@ -106,7 +121,7 @@ impl Link {
                 }
             }),
             #[cfg(feature = "http")]
-            Transport::Http(session) => session.post(line, request, exchange),
+            Transport::Http(session) => session.clone().send(line, request, exchange),
         }
     }
 

@@ -6,7 +6,7 @@
 //! reverse proxy does not hold events back, and a comment line every [`KEEP_ALIVE`] so idle
 //! timeouts of intermediaries do not close a quiet stream.
 
-use super::routes::{ANSWER_BOUND, CancelUnlessAnswered};
+use super::answer::{ANSWER_BOUND, CancelUnlessAnswered};
 use super::sse::{first_message, sse_event, sse_response};
 use super::*;
 

@@ -42,6 +42,7 @@ use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{Envelope, MessageKind};
 use crate::wire::outbound::Outbound;
 
+mod answer;
 mod listen;
 mod modern;
 mod options;

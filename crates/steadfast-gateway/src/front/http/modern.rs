@@ -11,7 +11,7 @@
 //! A notification is acknowledged (202) and dropped, as the Python SDK does: the revision
 //! defines none from client to server over HTTP (closing the stream cancels).
 
-use super::routes::{ANSWER_BOUND, CancelUnlessAnswered};
+use super::answer::{ANSWER_BOUND, CancelUnlessAnswered};
 use super::sse::post_stream;
 use super::*;
 use crate::wire::era;

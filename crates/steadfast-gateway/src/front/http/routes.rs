@@ -1,38 +1,11 @@
 //! `/mcp`'s routing: who may come in (bearer token, `Origin`), then POST (one message), GET
 //! (the session's stream) and DELETE (end the session).
 
+use super::answer::{ANSWER_BOUND, CancelUnlessAnswered};
 use super::modern::ModernHeaders;
 use super::sessions::end;
 use super::sse::{accepts_sse, post_stream};
 use super::*;
-
-/// How long a POST waits for its answer at most: a tool call is bounded by its own policy;
-/// this only keeps a lost answer from holding the connection for ever.
-pub(super) const ANSWER_BOUND: Duration = Duration::from_secs(600);
-
-/// Cancels the client's request when dropped armed: its POST went away before the answer
-/// (hyper drops the handler's future, or the stream's body, when the connection closes).
-pub(super) struct CancelUnlessAnswered {
-    pub(super) session: Arc<Session>,
-    pub(super) id: String,
-    pub(super) armed: bool,
-}
-
-impl CancelUnlessAnswered {
-    /// The request is over (answered, cancelled, or given up): nothing to cancel.
-    pub(super) fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for CancelUnlessAnswered {
-    fn drop(&mut self) {
-        if self.armed {
-            tracing::debug!(session = %self.session.id, "a client left its request's stream: the request is cancelled");
-            self.session.cancel_request(&self.id);
-        }
-    }
-}
 
 fn loopback_origin(origin: &str) -> bool {
     let rest = origin

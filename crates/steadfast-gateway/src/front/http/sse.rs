@@ -1,6 +1,6 @@
 //! Server-sent events: which clients take them, and a request answered as a stream.
 
-use super::routes::{ANSWER_BOUND, CancelUnlessAnswered};
+use super::answer::{ANSWER_BOUND, CancelUnlessAnswered};
 use super::*;
 
 /// Whether an `Accept` header lists `text/event-stream` (a `q=0` parameter refuses it). `*/*`

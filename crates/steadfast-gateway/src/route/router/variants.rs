@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Route, Router, route};
+use super::Router;
 use crate::route::topology::Topology;
+use crate::route::upstream_route::{Route, route};
 use crate::upstream::Upstream;
 
 /// Most capability sets served by connections of their own at once.

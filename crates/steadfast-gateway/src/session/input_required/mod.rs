@@ -24,7 +24,7 @@
 //! with `requiredCapabilities`), as the Python SDK's servers say it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
@@ -36,12 +36,14 @@ use tokio_util::sync::CancellationToken;
 use crate::session::Session;
 use crate::session::client::{Client, Moved};
 pub(crate) use crate::upstream::capability_for;
-use crate::upstream::{Declined, Upstream};
 use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
-use crate::wire::outbound::Outbound;
 
 pub(crate) mod handshake;
+pub(crate) mod runs;
+
+pub(crate) use runs::{Caps, MAX_ASKS, ServerAsk};
+use runs::{EVENTS, Event, NEXT_RUN, RunLink};
 
 /// The methods whose result may be `input_required` (the Python SDK's
 /// `INPUT_REQUIRED_METHODS`): its client drives the retry loop for these only.
@@ -53,184 +55,6 @@ pub(crate) const STATE_PREFIX: &str = "steadfast-mrtr.";
 
 /// Calls parked in this process at once, at most.
 pub(crate) const MAX_PARKED: usize = 1024;
-
-/// Server requests outstanding for one call, at most.
-pub(crate) const MAX_ASKS: usize = 16;
-
-/// Events of one run queued for its responder, at most (a server that floods requests is
-/// refused beyond it).
-const EVENTS: usize = MAX_ASKS;
-
-/// The client capabilities of a modern request (`_meta` client capabilities) that input
-/// requests need.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Caps {
-    elicitation: bool,
-    sampling: bool,
-    roots: bool,
-}
-
-impl Caps {
-    /// The capabilities a modern request's params declare.
-    pub(crate) fn of(params: &Value) -> Self {
-        let caps = params
-            .get("_meta")
-            .and_then(|m| m.get(era::CLIENT_CAPABILITIES))
-            .and_then(Value::as_object)
-            .filter(|c| !c.is_empty()); // most clients declare none: no lookups then
-        let Some(caps) = caps else {
-            return Self::default();
-        };
-        let caps = Some(caps);
-        let has = |k: &str| caps.and_then(|c| c.get(k)).is_some_and(Value::is_object);
-        Self {
-            elicitation: has("elicitation"),
-            sampling: has("sampling"),
-            roots: has("roots"),
-        }
-    }
-
-    /// The capabilities a handshake-era client's `initialize` params (raw JSON) declare.
-    pub(crate) fn of_initialize(params: &str) -> Self {
-        let v: Value = serde_json::from_str(params).unwrap_or_default();
-        let caps = v.get("capabilities");
-        let has = |k: &str| caps.and_then(|c| c.get(k)).is_some_and(Value::is_object);
-        Self {
-            elicitation: has("elicitation"),
-            sampling: has("sampling"),
-            roots: has("roots"),
-        }
-    }
-
-    /// Whether any input request could be put to the client.
-    pub(crate) fn any(self) -> bool {
-        self.elicitation || self.sampling || self.roots
-    }
-
-    pub(crate) fn has(self, capability: &str) -> bool {
-        match capability {
-            "elicitation" => self.elicitation,
-            "sampling" => self.sampling,
-            "roots" => self.roots,
-            _ => false,
-        }
-    }
-}
-
-/// The refusal a server hears when the client did not declare what its request needs.
-pub(crate) fn missing_capability(method: &str) -> Declined {
-    Declined::missing_capability(method)
-}
-
-/// One request from a server, taken from the connection it came on.
-pub(crate) struct ServerAsk {
-    pub(crate) upstream: Weak<Upstream>,
-    /// The connection it came on: an answer after a restart goes nowhere.
-    pub(crate) generation: u64,
-    /// The server's own id, raw JSON.
-    pub(crate) id: String,
-    pub(crate) method: String,
-    /// Its params, raw JSON.
-    pub(crate) params: Option<String>,
-}
-
-impl ServerAsk {
-    fn reply(&self, line: Vec<u8>) {
-        if let Some(up) = self.upstream.upgrade() {
-            up.reply_to_server(self.generation, line);
-        }
-    }
-
-    fn bound(&self) -> Duration {
-        self.upstream
-            .upgrade()
-            .map_or(Duration::from_secs(60), |u| u.settings().request_timeout)
-    }
-
-    /// The input request as the client gets it: `{method, params}`.
-    fn as_input_request(&self) -> Value {
-        let mut r = json!({"method": self.method});
-        if let Some(p) = self.params.as_deref() {
-            r["params"] = serde_json::from_str(p).unwrap_or_else(|_| json!({}));
-        } else if self.method != "roots/list" {
-            r["params"] = json!({});
-        }
-        r
-    }
-}
-
-enum Event {
-    /// A request from the server, for the client.
-    Input(ServerAsk),
-    /// The run's answer (written for the first request's id); `None`: it was cancelled.
-    Done(Option<Vec<u8>>),
-}
-
-/// One modern request's run, as its client routes the server's requests to it.
-pub(crate) struct RunLink {
-    serial: u64,
-    caps: Caps,
-    /// The request's own stream (an HTTP POST answered with server-sent events), if any: a
-    /// server request related to the call names it.
-    stream: Option<Arc<Outbound>>,
-    tx: mpsc::Sender<Event>,
-}
-
-static NEXT_RUN: AtomicU64 = AtomicU64::new(1);
-
-/// The runs of one client that may be answered with `input_required`.
-#[derive(Default)]
-pub(crate) struct Runs(Mutex<Vec<Arc<RunLink>>>);
-
-impl Runs {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<RunLink>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn remove(&self, link: &Arc<RunLink>) {
-        self.lock().retain(|l| !Arc::ptr_eq(l, link));
-    }
-
-    /// Hands a server request to the run it relates to: the one whose stream it came on,
-    /// else the newest (stdio carries no relation; servers ask while they work on a request).
-    /// Declined (the ask given back) when no run can put it to the client.
-    pub(crate) fn offer(
-        &self,
-        stream: Option<&Arc<Outbound>>,
-        ask: ServerAsk,
-    ) -> Result<(), Declined> {
-        let link = {
-            let runs = self.lock();
-            let related = stream.and_then(|s| {
-                runs.iter()
-                    .find(|l| l.stream.as_ref().is_some_and(|x| Arc::ptr_eq(x, s)))
-            });
-            related
-                .or_else(|| runs.iter().max_by_key(|l| l.serial))
-                .cloned()
-        };
-        let Some(link) = link else {
-            return Err(missing_capability(&ask.method));
-        };
-        match capability_for(&ask.method) {
-            Some(c) if link.caps.has(c) => {}
-            _ => return Err(missing_capability(&ask.method)),
-        }
-        link.tx.try_send(Event::Input(ask)).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => Declined {
-                code: code::OVERLOADED,
-                message: format!(
-                    "too many requests from the server await this client's request (at most {MAX_ASKS})"
-                ),
-                data: None,
-            },
-            // The call's park was just dropped (expired, or the client cancelled it).
-            mpsc::error::TrySendError::Closed(_) => Declined::internal(
-                "the client's request this belongs to was cancelled or expired".to_owned(),
-            ),
-        })
-    }
-}
 
 /// A parkable request's run: the call's future sends its answer here; the responder
 /// ([`answer_first`]) gets it, or the server's requests first.
@@ -704,6 +528,7 @@ fn finish(session: &Session, method: &str, id: &str, line: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use super::runs::missing_capability;
     use super::*;
 
     #[test]
