@@ -91,13 +91,12 @@ async fn through_modern_post(url: &str, caps: &Value) -> Vec<String> {
     names(&reply.answer())
 }
 
-#[cfg(feature = "http")]
-#[tokio::test]
-async fn each_client_lists_what_it_would_list_direct_whatever_it_declares() {
+/// An HTTP front (`proxy --listen`) in front of `server`: the child and the URL it serves.
+async fn http_front(server: &[String]) -> (tokio::process::Child, String) {
     use tokio::io::AsyncBufReadExt;
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
     cmd.args(["proxy", "--listen", "127.0.0.1:0", "--"])
-        .args(server())
+        .args(server)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -115,6 +114,13 @@ async fn each_client_lists_what_it_would_list_direct_whatever_it_declares() {
     .await
     .unwrap();
     tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    (child, url)
+}
+
+#[cfg(feature = "http")]
+#[tokio::test]
+async fn each_client_lists_what_it_would_list_direct_whatever_it_declares() {
+    let (_front, url) = http_front(&server()).await;
     let sets = [
         json!({}),
         json!({"roots": {"listChanged": true}}),
@@ -138,4 +144,119 @@ async fn each_client_lists_what_it_would_list_direct_whatever_it_declares() {
     // A second client of a set already served lists the same (its connection is shared).
     let caps = &sets[2];
     assert_eq!(through_session(&url, caps).await, direct(caps).await);
+}
+
+fn server_everything() -> Option<Vec<String>> {
+    let dir = std::env::var("STEADFAST_TEST_TS_SDK").ok()?;
+    Some(vec![format!(
+        "{dir}/node_modules/.bin/mcp-server-everything"
+    )])
+}
+
+/// The tools server-everything adds for what a client declares (it registers them once it has
+/// handled `notifications/initialized`, so a list asked at once may not hold them yet).
+fn implied(caps: &Value) -> Vec<&'static str> {
+    let mut tools = Vec::new();
+    if caps.get("roots").is_some() {
+        tools.push("get-roots-list");
+    }
+    if caps.get("sampling").is_some() {
+        tools.push("trigger-sampling-request");
+    }
+    if let Some(e) = caps.get("elicitation") {
+        tools.push("trigger-elicitation-request");
+        if e.get("url").is_some() {
+            tools.push("trigger-url-elicitation");
+        }
+    }
+    tools
+}
+
+fn holds(names: &[String], tools: &[&str]) -> bool {
+    tools.iter().all(|t| names.iter().any(|n| n == t))
+}
+
+/// server-everything's list to a client declaring `caps`, asked directly, again (within a
+/// bound) until its capability tools are registered; the server's own requests are answered.
+async fn everything_direct(server: &[String], caps: &Value) -> Vec<String> {
+    let mut p = RawProcess::spawn(server).expect("server-everything starts");
+    p.send(&initialize(0, caps)).await.unwrap();
+    p.wait_for(&json!(0), ANSWER).await.expect("initialized");
+    p.notify("notifications/initialized", json!({}))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    for id in 1.. {
+        p.request(json!(id), "tools/list", json!({})).await.unwrap();
+        let list = loop {
+            let m = p
+                .read_message(ANSWER)
+                .await
+                .expect("server-everything answers");
+            if m["id"] == json!(id) && m.get("method").is_none() {
+                break m;
+            }
+            if let (Some(method), Some(rid)) = (m["method"].as_str(), m.get("id")) {
+                let result = if method == "roots/list" {
+                    json!({"roots": []})
+                } else {
+                    json!({})
+                };
+                p.send(&json!({"jsonrpc": "2.0", "id": rid, "result": result}))
+                    .await
+                    .unwrap();
+            }
+        };
+        let names = names(&list);
+        if holds(&names, &implied(caps)) || tokio::time::Instant::now() > deadline {
+            return names;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unreachable!()
+}
+
+/// Asks `list` again (within a bound) until it holds the tools `caps` imply.
+async fn settled<F, Fut>(caps: &Value, list: F) -> Vec<String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Vec<String>>,
+{
+    let deadline = tokio::time::Instant::now() + ANSWER;
+    loop {
+        let names = list().await;
+        if holds(&names, &implied(caps)) || tokio::time::Instant::now() > deadline {
+            return names;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// Issue 36 item 11 against the real server: server-everything lists 13 tools to a client that
+// declares nothing and up to 17 to one that declares roots, sampling and URL elicitation; the
+// HTTP front started its upstream with fixed capabilities, so every client saw one list.
+#[cfg(feature = "http")]
+#[tokio::test]
+#[ignore = "needs node and STEADFAST_TEST_TS_SDK (scripts/ts-sdk.sh --install)"]
+async fn server_everything_lists_through_the_http_front_what_it_lists_direct() {
+    let server = server_everything().expect("STEADFAST_TEST_TS_SDK (scripts/ts-sdk.sh --install)");
+    let (_front, url) = http_front(&server).await;
+    let sets = [
+        json!({}),
+        json!({"roots": {"listChanged": true}}),
+        json!({"roots": {}, "elicitation": {"form": {}}}),
+        json!({"roots": {}, "sampling": {}, "elicitation": {"form": {}, "url": {}}}),
+    ];
+    let mut seen = Vec::new();
+    for caps in &sets {
+        let want = everything_direct(&server, caps).await;
+        assert!(holds(&want, &implied(caps)), "direct, {caps}: {want:?}");
+        let got = settled(caps, || through_session(&url, caps)).await;
+        assert_eq!(got, want, "initialize with {caps}");
+        let got = settled(caps, || through_modern_post(&url, caps)).await;
+        assert_eq!(got, want, "modern POST with {caps}");
+        seen.push(want.len());
+    }
+    // The server does list differently by capabilities (else this test proves nothing).
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
 }
