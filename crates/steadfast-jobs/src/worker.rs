@@ -21,7 +21,8 @@ use crate::handler::{HandlerFailure, JobContext};
 use crate::jobs::Jobs;
 use crate::options::CatchUp;
 use crate::recurrence::Recurrence;
-use crate::store::{JobRow, Lease, Settle};
+use crate::row::JobRow;
+use crate::store::{Lease, Settle};
 use crate::{JobsError, Store};
 
 /// How a worker runs.
@@ -328,7 +329,7 @@ impl Shared {
 
     /// Runs one claimed attempt and stores its outcome.
     pub(crate) async fn run(self: Arc<Self>, row: JobRow) -> Result<(), JobsError> {
-        let span = crate::trace::attempt_span(&row);
+        let span = crate::row::attempt_span(&row);
         let trace = row.trace();
         if let (false, Some(p), Some(tc)) = (
             span.is_disabled(),

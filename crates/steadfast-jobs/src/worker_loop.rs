@@ -19,7 +19,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::duration_ms;
-use crate::store::{JobRow, Lease};
+use crate::row::JobRow;
+use crate::store::Lease;
 use crate::worker::Shared;
 use crate::{JobsError, Store};
 
