@@ -132,7 +132,7 @@ impl WorkerConfig {
         self
     }
 
-    fn validate(&self) -> Result<(), JobsError> {
+    pub(crate) fn validate(&self) -> Result<(), JobsError> {
         if self.concurrency == 0 || self.concurrency > 10_000 {
             return Err(JobsError::invalid(
                 "concurrency",
@@ -170,7 +170,7 @@ impl WorkerConfig {
 /// A worker (see [`WorkerConfig`]).
 #[derive(Debug, Clone)]
 pub struct Worker {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 #[derive(Debug)]
@@ -238,27 +238,22 @@ impl Worker {
         }
         result
     }
+}
 
-    /// Starts the worker loop on the current runtime.
-    pub fn start(&self) -> Result<WorkerHandle, JobsError> {
-        self.shared.config.validate()?;
-        let stop = CancellationToken::new();
-        let shared = self.shared.clone();
-        let task = tokio::spawn(crate::worker_loop::run_loop(shared, stop.clone()));
-        Ok(WorkerHandle {
-            stop,
-            task,
-            shared: self.shared.clone(),
-        })
+impl Jobs {
+    /// A worker over this handle's handlers (not started: see [`Worker::start`] and
+    /// [`Worker::run_once`]).
+    pub fn worker(&self, config: WorkerConfig) -> Worker {
+        Worker::new(self.clone(), config)
     }
 }
 
 /// A running worker; [`shutdown`](Self::shutdown) stops it gracefully.
 #[derive(Debug)]
 pub struct WorkerHandle {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), JobsError>>,
-    shared: Arc<Shared>,
+    pub(crate) stop: CancellationToken,
+    pub(crate) task: tokio::task::JoinHandle<Result<(), JobsError>>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl WorkerHandle {
