@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Import layers of the gateway crate: prints the module graph's circles and upward imports.
+"""Import layers of a crate (the gateway's by default): prints the module graph's circles and upward imports.
 
 Reads every `crate::` and `super::` path (in `use` trees and inline) of
 crates/steadfast-gateway/src, outside comments and `#[cfg(test)]` code, resolves each to the
@@ -13,13 +13,17 @@ with --files, a third:
 * no circle between files (each .rs file a module, `mod.rs` its folder's).
 
 Bare relative paths (a parent naming its child `http::open`) are not read: they point down.
-Exits 1 when a check fails. Usage: python3 scripts/layers.py [--files]
+`--crate jobs` reads crates/steadfast-jobs/src instead; that crate has no LAYERS, so only the
+circle checks apply.
+
+Exits 1 when a check fails. Usage: python3 scripts/layers.py [--files] [--crate gateway|jobs]
 """
 import pathlib
 import re
 import sys
 
-SRC = pathlib.Path(__file__).resolve().parent.parent / "crates/steadfast-gateway/src"
+CRATES = pathlib.Path(__file__).resolve().parent.parent / "crates"
+SRC = CRATES / "steadfast-gateway/src"
 
 # Lowest first; a module may import from its own layer's other members only if no circle forms.
 LAYERS = [
@@ -33,6 +37,8 @@ LAYERS = [
     ["stdio_front", "http_front", "front"],
     [""],  # lib.rs
 ]
+# Per crate: its source folder and its layers (none: circles only).
+CRATE_LAYERS = {"gateway": LAYERS, "jobs": []}
 REEXPORTS = {}
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
@@ -196,6 +202,17 @@ def name(mod):
 
 
 def main():
+    global SRC, RANK
+    crate = "gateway"
+    if "--crate" in sys.argv:
+        i = sys.argv.index("--crate")
+        crate = sys.argv[i + 1] if i + 1 < len(sys.argv) else ""
+        if crate not in CRATE_LAYERS:
+            print(f"unknown crate {crate!r}: one of {', '.join(CRATE_LAYERS)}")
+            return 2
+        SRC = CRATES / f"steadfast-{crate}/src"
+    layers = CRATE_LAYERS[crate]
+    RANK = {m: i for i, layer in enumerate(layers) for m in layer}
     mods = files()
     REEXPORTS.update(reexports(mods))
     skip = test_only(mods)
@@ -212,7 +229,7 @@ def main():
             if a != b:
                 top_edges.setdefault(a, set()).add(b)
                 ra, rb = RANK.get(a), RANK.get(b)
-                if ra is None or rb is None or rb > ra:
+                if layers and (ra is None or rb is None or rb > ra):
                     upward.append((name(mod), path, name(target)))
     top = sccs({m for e in top_edges.items() for m in (e[0], *e[1])}, top_edges)
     ok = True

@@ -22,13 +22,13 @@
 //! Keys are taken least recently served first, so with more eligible keys than one claim
 //! visits, each gets its turn.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::sync::atomic::Ordering;
 
 use sqlx::Row;
 
 use crate::JobsError;
-use crate::store::{Backend, JOB_COLS, JobRow, Store};
+use crate::row::{JOB_COLS, JobRow};
+use crate::store::{Backend, Store};
 
 /// Most keys one limited claim visits.
 const KEYS_PER_CLAIM: i64 = 64;
@@ -37,29 +37,6 @@ const KEYS_PER_CLAIM: i64 = 64;
 /// the limited path's *frequency* depends on it: the fast path excludes limited keys by
 /// itself, so a stale answer can delay a limited key's jobs by this long, never overrun it.
 const KEYS_CHECK_MS: u64 = 1000;
-
-/// Whether any key has a row (limits or a pause, so that a key resumed by another process is
-/// seen at once), cached per store.
-#[derive(Debug, Default)]
-pub(crate) struct KeysSeen {
-    exist: AtomicBool,
-    /// Milliseconds since `epoch` of the last check, plus one (0: never).
-    checked: AtomicU64,
-    epoch: std::sync::OnceLock<Instant>,
-}
-
-impl KeysSeen {
-    fn elapsed_ms(&self) -> u64 {
-        let epoch = self.epoch.get_or_init(Instant::now);
-        u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// This process changed a key: look at the limited path from the next claim on.
-    pub(crate) fn mark(&self) {
-        self.exist.store(true, Ordering::Relaxed);
-        self.checked.store(self.elapsed_ms() + 1, Ordering::Relaxed);
-    }
-}
 
 /// One limited key's row, locked.
 struct KeyRoom {

@@ -19,7 +19,6 @@ use crate::options::{JobOptions, ScheduleOptions, When};
 use crate::recurrence::Recurrence;
 use crate::store::{NewJob, Stats, Store, StoreOptions};
 use crate::trace::{TraceContext, TracePropagation};
-use crate::worker::{Worker, WorkerConfig};
 
 type OnDead = Arc<dyn Fn(&Job) + Send + Sync>;
 
@@ -554,12 +553,6 @@ impl Jobs {
     /// checks, or to isolate a dependency by hand).
     pub fn breaker(&self, dependency: &str) -> steadfast::CircuitBreaker {
         self.inner.guards.breaker(dependency)
-    }
-
-    /// A worker over this handle's handlers (not started: see [`Worker::start`] and
-    /// [`Worker::run_once`]).
-    pub fn worker(&self, config: WorkerConfig) -> Worker {
-        Worker::new(self.clone(), config)
     }
 }
 

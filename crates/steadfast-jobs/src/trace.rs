@@ -164,25 +164,6 @@ pub trait TracePropagation: Send + Sync + 'static {
     fn attach(&self, span: &tracing::Span, stored: &TraceContext);
 }
 
-/// The span of one attempt of `row` (disabled, and nothing formatted, unless a subscriber
-/// wants `INFO` from this crate).
-pub(crate) fn attempt_span(row: &crate::store::JobRow) -> tracing::Span {
-    tracing::info_span!(
-        "job.attempt",
-        otel.name = %format_args!("process {}", row.handler),
-        otel.kind = "consumer",
-        messaging.system = "steadfast",
-        messaging.operation.name = "process",
-        messaging.operation.type = "process",
-        messaging.destination.name = %row.handler,
-        messaging.message.id = %row.id,
-        steadfast.job.attempt = row.attempts,
-        steadfast.job.outcome = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

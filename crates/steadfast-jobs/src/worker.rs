@@ -21,7 +21,8 @@ use crate::handler::{HandlerFailure, JobContext};
 use crate::jobs::Jobs;
 use crate::options::CatchUp;
 use crate::recurrence::Recurrence;
-use crate::store::{JobRow, Lease, Settle};
+use crate::row::JobRow;
+use crate::store::{Lease, Settle};
 use crate::{JobsError, Store};
 
 /// How a worker runs.
@@ -131,7 +132,7 @@ impl WorkerConfig {
         self
     }
 
-    fn validate(&self) -> Result<(), JobsError> {
+    pub(crate) fn validate(&self) -> Result<(), JobsError> {
         if self.concurrency == 0 || self.concurrency > 10_000 {
             return Err(JobsError::invalid(
                 "concurrency",
@@ -169,7 +170,7 @@ impl WorkerConfig {
 /// A worker (see [`WorkerConfig`]).
 #[derive(Debug, Clone)]
 pub struct Worker {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 #[derive(Debug)]
@@ -237,27 +238,22 @@ impl Worker {
         }
         result
     }
+}
 
-    /// Starts the worker loop on the current runtime.
-    pub fn start(&self) -> Result<WorkerHandle, JobsError> {
-        self.shared.config.validate()?;
-        let stop = CancellationToken::new();
-        let shared = self.shared.clone();
-        let task = tokio::spawn(crate::worker_loop::run_loop(shared, stop.clone()));
-        Ok(WorkerHandle {
-            stop,
-            task,
-            shared: self.shared.clone(),
-        })
+impl Jobs {
+    /// A worker over this handle's handlers (not started: see [`Worker::start`] and
+    /// [`Worker::run_once`]).
+    pub fn worker(&self, config: WorkerConfig) -> Worker {
+        Worker::new(self.clone(), config)
     }
 }
 
 /// A running worker; [`shutdown`](Self::shutdown) stops it gracefully.
 #[derive(Debug)]
 pub struct WorkerHandle {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), JobsError>>,
-    shared: Arc<Shared>,
+    pub(crate) stop: CancellationToken,
+    pub(crate) task: tokio::task::JoinHandle<Result<(), JobsError>>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl WorkerHandle {
@@ -328,7 +324,7 @@ impl Shared {
 
     /// Runs one claimed attempt and stores its outcome.
     pub(crate) async fn run(self: Arc<Self>, row: JobRow) -> Result<(), JobsError> {
-        let span = crate::trace::attempt_span(&row);
+        let span = crate::row::attempt_span(&row);
         let trace = row.trace();
         if let (false, Some(p), Some(tc)) = (
             span.is_disabled(),

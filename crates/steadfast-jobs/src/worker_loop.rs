@@ -19,9 +19,25 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::duration_ms;
-use crate::store::{JobRow, Lease};
-use crate::worker::Shared;
+use crate::row::JobRow;
+use crate::store::Lease;
+use crate::worker::{Shared, Worker, WorkerHandle};
 use crate::{JobsError, Store};
+
+impl Worker {
+    /// Starts the worker loop on the current runtime.
+    pub fn start(&self) -> Result<WorkerHandle, JobsError> {
+        self.shared.config.validate()?;
+        let stop = CancellationToken::new();
+        let shared = self.shared.clone();
+        let task = tokio::spawn(run_loop(shared, stop.clone()));
+        Ok(WorkerHandle {
+            stop,
+            task,
+            shared: self.shared.clone(),
+        })
+    }
+}
 
 pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<(), JobsError> {
     let slots = Arc::new(Semaphore::new(s.config.concurrency));
