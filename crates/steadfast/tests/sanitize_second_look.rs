@@ -72,3 +72,15 @@ fn a_generic_value_cut_short_by_a_rule_keeps_both_redactions() {
     assert!(out.ends_with(" done"), "{out:?}");
     assert_eq!(s.sanitize(&out), out);
 }
+
+// Found by `fragments_never_panic_and_are_idempotent` in CI: a value on the next line was
+// redacted and the address kept in front of it survived the pass, so sanitizing the result
+// redacted it then (not idempotent, and the address reached the first reader).
+#[test]
+fn what_a_match_keeps_in_front_of_its_value_is_looked_at_too() {
+    let text = "-----END PRIVATE KEY-----10.0.0.1\nabc123DEF456ghi789";
+    let once = sanitize(text).into_owned();
+    assert!(!once.contains("10.0.0.1"), "{once}");
+    assert!(!once.contains("abc123DEF456ghi789"), "{once}");
+    assert_eq!(sanitize(&once), once);
+}

@@ -420,7 +420,8 @@ impl Sanitizer {
                     |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
                 again |= word(hay.get(end))
                     || (start > 0 && word(hay.get(start - 1)))
-                    || start < rejected_end;
+                    || start < rejected_end
+                    || self.held_in_kept(hay, start, keep, work);
                 at = if end == start {
                     ceil_char(text, end + 1)
                 } else {
@@ -482,6 +483,17 @@ impl Sanitizer {
         let mut buf = out?;
         buf.push_str(&text[copied..]);
         Some((buf, again))
+    }
+
+    /// Whether the text a passing match keeps (`start..keep`, copied as it is) holds another
+    /// rule's match: `KEY-----10.0.0.1\n<value>` redacts the value on the next line and keeps
+    /// the address before it, which only a look after the value's replacement redacts — so
+    /// look again now, or sanitizing the result would change it.
+    fn held_in_kept(&self, hay: &[u8], start: usize, keep: usize, work: &mut usize) -> bool {
+        keep > start + 1
+            && self
+                .find(Which::All, hay, (start + 1, keep), false, work)
+                .is_some_and(|m| m.end <= keep && m.end > m.start)
     }
 
     /// Where a built-in (or extra) rule's match that passes its check starts inside the value
