@@ -84,3 +84,12 @@ fn what_a_match_keeps_in_front_of_its_value_is_looked_at_too() {
     assert!(!once.contains("abc123DEF456ghi789"), "{once}");
     assert_eq!(sanitize(&once), once);
 }
+
+// Also found by that property: a quoted value redacted up to a space, then on a second look
+// the quoted `[redacted] …` taken whole. Scans run until nothing changes.
+#[test]
+fn sanitizing_runs_until_nothing_changes() {
+    let text = r#"api-key=\"=f (/a.js:1:2)\""#;
+    let once = sanitize(text).into_owned();
+    assert_eq!(sanitize(&once), once);
+}

@@ -97,8 +97,8 @@ impl fmt::Debug for Sanitizer {
 /// often on match-dense text, and a cache cleared too often makes the engine give up on the DFA.
 const DFA_CACHE: usize = 16 << 20;
 const SIZE_LIMIT: usize = 64 << 20;
-/// Extra scans after a replacement that borders a word character (rare: a secret glued to a
-/// word). Each is linear, so the whole stays linear.
+/// Extra scans of a text that had a replacement, until one changes nothing. Each is linear, so
+/// the whole stays linear.
 const MAX_PASSES: usize = 3;
 /// How much text before a generic rule's match its check sees (`cache key …`): bounded, so that
 /// checking stays linear.
@@ -269,19 +269,18 @@ impl Sanitizer {
     }
 
     fn sanitize_counting<'t>(&self, text: &'t str, work: &mut usize) -> Cow<'t, str> {
-        let Some((mut out, mut again)) = self.pass(text, work) else {
+        let Some((mut out, _)) = self.pass(text, work) else {
             return Cow::Borrowed(text);
         };
-        // A replacement next to a letter gives that letter a word boundary it did not have
-        // (`…10.0.0.1Authorization: x` → `[internal-host]Authorization: x`), so a rule anchored
-        // on `\b` may now match: look again, a bounded number of times, so that sanitizing
-        // sanitized text changes nothing.
+        // A replacement changes what the rules around it see: a letter next to it gains a word
+        // boundary (`…10.0.0.1Authorization: x` → `[internal-host]Authorization: x`), text a
+        // match kept in front of its value is seen without that value, a quoted value now holds
+        // a placeholder. Scan the result again until nothing changes (a bounded number of
+        // times), so that sanitizing sanitized text changes nothing and what a second look
+        // would catch is caught now. Clean text costs one scan; text with a secret one more.
         for _ in 0..MAX_PASSES {
-            if !again {
-                break;
-            }
             match self.pass(&out, work) {
-                Some((next, next_again)) => (out, again) = (next, next_again),
+                Some((next, _)) => out = next,
                 None => break,
             }
         }
