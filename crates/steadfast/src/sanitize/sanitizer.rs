@@ -269,7 +269,7 @@ impl Sanitizer {
     }
 
     fn sanitize_counting<'t>(&self, text: &'t str, work: &mut usize) -> Cow<'t, str> {
-        let Some((mut out, _)) = self.pass(text, work) else {
+        let Some((mut out, mut again)) = self.pass(text, work) else {
             return Cow::Borrowed(text);
         };
         // A replacement changes what the rules around it see: a letter next to it gains a word
@@ -278,9 +278,14 @@ impl Sanitizer {
         // a placeholder. Scan the result again until nothing changes (a bounded number of
         // times), so that sanitizing sanitized text changes nothing and what a second look
         // would catch is caught now. Clean text costs one scan; text with a secret one more.
+        // (A rule that matches empty text inserts its replacement again on every scan: those
+        // replacements do not ask for another.)
         for _ in 0..MAX_PASSES {
+            if !again {
+                break;
+            }
             match self.pass(&out, work) {
-                Some((next, _)) => out = next,
+                Some((next, next_again)) => (out, again) = (next, next_again),
                 None => break,
             }
         }
@@ -370,7 +375,7 @@ impl Sanitizer {
     }
 
     /// One scan: the redacted text (`None` when nothing was replaced), and whether a
-    /// replacement now borders a word character.
+    /// non-empty span was replaced (the result is then scanned again).
     fn pass(&self, text: &str, work: &mut usize) -> Option<(String, bool)> {
         let hay = text.as_bytes();
         let mut again = false;
@@ -380,9 +385,6 @@ impl Sanitizer {
         let mut rescan_budget = text.len() + 4096;
         // A match found by a second look at a rejected span's start.
         let mut pending: Option<Match> = None;
-        // The end of the last span a check turned down. A replacement inside it changes what
-        // that rule sees (`sk-…` turned down, then a key block inside it replaced): look again.
-        let mut rejected_end = 0;
         while at <= hay.len() {
             let m = match pending.take() {
                 Some(m) => m,
@@ -415,12 +417,7 @@ impl Sanitizer {
                 buf.push_str(&rule.replacement);
                 buf.push_str(&text[tail..end]);
                 copied = end;
-                let word =
-                    |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
-                again |= word(hay.get(end))
-                    || (start > 0 && word(hay.get(start - 1)))
-                    || start < rejected_end
-                    || self.held_in_kept(hay, start, keep, work);
+                again |= end > start;
                 at = if end == start {
                     ceil_char(text, end + 1)
                 } else {
@@ -433,7 +430,6 @@ impl Sanitizer {
                 at = ceil_char(text, end + 1);
                 continue;
             }
-            rejected_end = rejected_end.max(end);
             if rule.claim {
                 // A claim (`version 10.2.3.4`, `partition_key=…`) is there so that no other
                 // rule redacts inside it.
@@ -454,21 +450,12 @@ impl Sanitizer {
                     continue;
                 }
             }
-            at = if keep != start {
-                // What follows the `KEEP` part may still hold a match (`key: -----BEGIN
-                // PRIVATE KEY-----…`): scan it again, within a budget that keeps the whole
-                // scan linear.
-                let again = end - keep;
-                if again <= rescan_budget {
-                    rescan_budget -= again;
-                    keep
-                } else {
-                    end
-                }
-            } else if end - start <= rescan_budget {
-                // The span may hold a match that starts later (`AKIA…:…` fails as a pair):
-                // look again after the word it starts with (a rule starts at a word boundary
-                // or at a non-word character).
+            at = if end - start <= rescan_budget {
+                // The span may hold a match that starts later (`AKIA…:…` fails as a pair; a
+                // key after the `KEEP` part, `key: -----BEGIN PRIVATE KEY-----…`; a key that is
+                // the element name of markup turned down, `<AGE-SECRET-KEY-1…>…<`): look
+                // again after the word it starts with (a rule starts at a word boundary or at
+                // a non-word character), within a budget that keeps the whole scan linear.
                 rescan_budget -= end - start;
                 let word = hay[start..end]
                     .iter()
@@ -482,17 +469,6 @@ impl Sanitizer {
         let mut buf = out?;
         buf.push_str(&text[copied..]);
         Some((buf, again))
-    }
-
-    /// Whether the text a passing match keeps (`start..keep`, copied as it is) holds another
-    /// rule's match: `KEY-----10.0.0.1\n<value>` redacts the value on the next line and keeps
-    /// the address before it, which only a look after the value's replacement redacts — so
-    /// look again now, or sanitizing the result would change it.
-    fn held_in_kept(&self, hay: &[u8], start: usize, keep: usize, work: &mut usize) -> bool {
-        keep > start + 1
-            && self
-                .find(Which::All, hay, (start + 1, keep), false, work)
-                .is_some_and(|m| m.end <= keep && m.end > m.start)
     }
 
     /// Where a built-in (or extra) rule's match that passes its check starts inside the value
