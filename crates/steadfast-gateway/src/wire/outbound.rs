@@ -236,7 +236,13 @@ impl Outbound {
             w.write_all(&batch).await?;
             batch.clear();
             if batch.capacity() > 4 * BATCH {
+                let large = batch.capacity() >= super::memory::LARGE;
                 batch.shrink_to(BATCH);
+                // A large reply is let go here, once written, which may be long after it was
+                // read (a slow client): hand its memory back now, not only after the read.
+                if large {
+                    super::memory::release_soon();
+                }
             }
         }
     }
