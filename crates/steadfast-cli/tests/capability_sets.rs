@@ -4,6 +4,8 @@
 //! gateway, by handshake-era clients (`initialize`) and by modern POSTs (the envelope's
 //! capabilities), for several capability sets.
 
+#[path = "support/gateway.rs"]
+mod gateway;
 #[path = "support/http_client.rs"]
 mod http_client;
 #[path = "support/raw_client.rs"]
@@ -93,27 +95,10 @@ async fn through_modern_post(url: &str, caps: &Value) -> Vec<String> {
 
 /// An HTTP front (`proxy --listen`) in front of `server`: the child and the URL it serves.
 async fn http_front(server: &[String]) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
     cmd.args(["proxy", "--listen", "127.0.0.1:0", "--"])
-        .args(server)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().unwrap();
-    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(ANSWER, async {
-        while let Ok(Some(line)) = err.next_line().await {
-            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
-                return u.to_owned();
-            }
-        }
-        panic!("the front never said where it listens");
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+        .args(server);
+    let (child, url, _log) = gateway::listening(cmd).await;
     (child, url)
 }
 

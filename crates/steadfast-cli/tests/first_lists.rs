@@ -2,6 +2,8 @@
 //! (within `list_timeout`) on both fronts, and one that joins after the list went without it is
 //! announced on a modern client's listen.
 
+#[path = "support/gateway.rs"]
+mod gateway;
 #[path = "support/http_client.rs"]
 mod http_client;
 #[path = "support/raw_client.rs"]
@@ -127,7 +129,6 @@ async fn a_first_list_waits_for_an_upstream_still_starting_on_stdio() {
 #[cfg(feature = "http")]
 #[tokio::test]
 async fn a_first_list_waits_for_an_upstream_still_starting_over_http() {
-    use tokio::io::AsyncBufReadExt;
     let (ca, flag) = (Temp::new("count-a"), Temp::new("beta-may-start"));
     let config = format!(
         "{STARTING}\n{}\n{}",
@@ -136,26 +137,9 @@ async fn a_first_list_waits_for_an_upstream_still_starting_over_http() {
     );
     let file = Temp::new("gateway-http");
     std::fs::write(&file.0, &config).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"))
-        .args(["proxy", "--listen", "127.0.0.1:0", "--config", file.path()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(ANSWER, async {
-        while let Ok(Some(line)) = err.next_line().await {
-            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
-                return u.to_owned();
-            }
-        }
-        panic!("the front never said where it listens");
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args(["proxy", "--listen", "127.0.0.1:0", "--config", file.path()]);
+    let (_front, url, _log) = gateway::listening(cmd).await;
     let body =
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": modern(json!({}))});
     let post = tokio::spawn(async move {

@@ -5,6 +5,8 @@
 //! The HAProxy test needs STEADFAST_TEST_HAPROXY (`scripts/haproxy.sh --install`).
 #![cfg(feature = "http")]
 
+#[path = "support/gateway.rs"]
+mod gateway;
 #[path = "support/http_client.rs"]
 mod http_client;
 #[path = "support/raw_client.rs"]
@@ -32,38 +34,21 @@ struct Front {
 async fn front(config: &str) -> Front {
     let file = temp::Temp::new("http-edges");
     std::fs::write(&file.0, config).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"))
-        .args([
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--token-env",
-            "FRONT_TOKEN",
-            "--config",
-        ])
-        .arg(&file.0)
-        .arg("--")
-        .args(fake_upstream_command(&[]))
-        .env("FRONT_TOKEN", TOKEN)
-        .env("RUST_LOG", "info")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(BOUND, async {
-        while let Ok(Some(line)) = err.next_line().await {
-            if let Some(u) = line.strip_prefix("steadfast: serving MCP at ") {
-                return u.to_owned();
-            }
-        }
-        panic!("the front never said where it listens");
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--token-env",
+        "FRONT_TOKEN",
+        "--config",
+    ])
+    .arg(&file.0)
+    .arg("--")
+    .args(fake_upstream_command(&[]))
+    .env("FRONT_TOKEN", TOKEN)
+    .env("RUST_LOG", "info");
+    let (child, url, _log) = gateway::listening(cmd).await;
     Front {
         _child: child,
         url,
