@@ -184,6 +184,54 @@ async fn stdio_an_elicitation_becomes_input_required_and_the_retry_completes_the
     assert_eq!(c["answers"], 1, "{c}");
 }
 
+/// Issue 36 item 13c: the progress of a call resumed by its retry carries the retry's token
+/// (the token the client now listens for), not the first request's.
+#[tokio::test]
+async fn stdio_a_resumed_calls_progress_carries_the_retrys_token() {
+    let (config, counts) = setup(CONFIG);
+    let mut p = stdio_gateway(&config, &counts);
+    let mut call = elicit("your name?");
+    call["arguments"]["progress_after"] = json!(3);
+    let with_token = |token: &str, params: Value| {
+        let mut params = params;
+        params["_meta"]["progressToken"] = json!(token);
+        params
+    };
+    let first = p
+        .call(
+            json!(1),
+            "tools/call",
+            with_token("first", modern(elicitation_caps(), call.clone())),
+            ANSWER,
+        )
+        .await
+        .expect("answered");
+    let (key, _, state) = input_required(&first.response);
+    let answer = json!({key: {"action": "accept", "content": {"name": "Ada"}}});
+    let second = p
+        .call(
+            json!(2),
+            "tools/call",
+            with_token("retry-1", retry(elicitation_caps(), &call, answer, &state)),
+            ANSWER,
+        )
+        .await
+        .expect("the retry is answered");
+    assert_eq!(
+        second.response["result"]["resultType"], "complete",
+        "{}",
+        second.response
+    );
+    let tokens: Vec<&Value> = first
+        .before
+        .iter()
+        .chain(&second.before)
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| &m["params"]["progressToken"])
+        .collect();
+    assert_eq!(tokens, [&json!("retry-1"); 3], "{:?}", second.before);
+}
+
 /// A state is bound to the request it was issued for: used with another tool it is refused
 /// (naming what it was issued for) and stays usable by the request it belongs to.
 #[tokio::test]

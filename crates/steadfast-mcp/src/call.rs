@@ -220,7 +220,19 @@ impl<'a> ToolCall<'a> {
             });
         // A call that may replay anything needs no veto (and its allocation).
         if !replay {
-            retry = retry.should_retry(|e: &CallFailure, _| e.never_ran());
+            retry = retry
+                .should_retry(|e: &CallFailure, _| e.never_ran())
+                // Counted as what the model is told (`final_error`), not as the failure the
+                // engine stopped on: the health tool and the metrics say OUTCOME_UNKNOWN too.
+                .reports_as(|ev| {
+                    let failure = match ev.failed {
+                        steadfast::Failed::Error(e) => Some(e),
+                        _ => None,
+                    };
+                    let timed_out = matches!(ev.failed, steadfast::Failed::Timeout(_));
+                    ambiguous(ev.reason, failure, timed_out)
+                        .then_some(steadfast::LlmErrorCode::OutcomeUnknown)
+                });
         }
         if let Some(b) = self.breaker {
             retry = retry.breaker(b);
@@ -327,15 +339,21 @@ fn final_error(tool: &str, e: &RetryError<CallFailure>, replay: bool) -> LlmErro
 /// (not a refusal before sending, not a call limit) and the engine stopped for a reason other
 /// than the failure itself (a caller error) or the caller's cancellation.
 fn sent_and_ambiguous(e: &RetryError<CallFailure>) -> bool {
-    let sent = match e.failure() {
-        Failure::Error(f) => !f.never_ran() && !matches!(f, CallFailure::Limited(_)),
-        Failure::Timeout { .. } => true,
-        _ => false,
+    let (failure, timed_out) = match e.failure() {
+        Failure::Error(f) => (Some(f), false),
+        Failure::Timeout { .. } => (None, true),
+        _ => (None, false),
     };
-    sent && !matches!(
-        e.reason(),
-        GiveUpReason::NonRetriable | GiveUpReason::Cancelled
-    )
+    ambiguous(e.reason(), failure, timed_out)
+}
+
+/// [`sent_and_ambiguous`] over its parts, as the engine's give-up hook sees them too.
+fn ambiguous(reason: GiveUpReason, failure: Option<&CallFailure>, timed_out: bool) -> bool {
+    let sent = match failure {
+        Some(f) => !f.never_ran() && !matches!(f, CallFailure::Limited(_)),
+        None => timed_out,
+    };
+    sent && !matches!(reason, GiveUpReason::NonRetriable | GiveUpReason::Cancelled)
 }
 
 /// A `CallToolResult` with `isError: true` carrying `error`: its JSON as the text (what every
@@ -374,8 +392,10 @@ mod tests {
             .unwrap();
         let policy = ToolPolicy::new(retry).unwrap();
         let sent = std::sync::atomic::AtomicU32::new(0);
+        let metrics = steadfast::ToolMetrics::new("charge");
         let e = ToolCall::new("charge", &policy)
             .replays_ambiguous(replay)
+            .metrics(Some(metrics.clone()))
             .run_judged(
                 &CancellationToken::new(),
                 |_| {
@@ -386,6 +406,13 @@ mod tests {
             )
             .await
             .unwrap_err();
+        // The health tool and the metrics count the code the model is told, whatever it is.
+        let counted = metrics.snapshot().failures;
+        assert_eq!(
+            counted.into_iter().collect::<Vec<_>>(),
+            [(e.code, 1)],
+            "counted as told: {e:?}"
+        );
         (e, sent.into_inner())
     }
 

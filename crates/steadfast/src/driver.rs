@@ -566,7 +566,17 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
                 self.trace_opened();
             }
         }
-        let error_type = LlmErrorCode::for_outcome(&class, Some(reason)).as_str();
+        let reported = self.cb.reports_as.as_ref().and_then(|f| {
+            f(&GiveUpEvent {
+                attempts,
+                elapsed,
+                reason,
+                class: &class,
+                failed: last.view(),
+            })
+        });
+        let code = reported.unwrap_or_else(|| LlmErrorCode::for_outcome(&class, Some(reason)));
+        let error_type = code.as_str();
         tracing::info!(
             steadfast.name = self.cb.name.as_deref().unwrap_or(""),
             steadfast.outcome = "gave_up",
@@ -579,11 +589,7 @@ impl<'a, T, E: Classify> Driver<'a, T, E> {
         );
         trace::record_end(attempts, Some(error_type));
         if let Some(m) = &self.cb.metrics {
-            m.record_failure(
-                attempts,
-                LlmErrorCode::for_outcome(&class, Some(reason)),
-                reason,
-            );
+            m.record_failure(attempts, code, reason);
         }
         if let Some(f) = &self.cb.on_give_up {
             f(&GiveUpEvent {

@@ -60,7 +60,7 @@ pub fn describe_metrics() {
 /// The rolling view's span.
 pub const ROLLING_WINDOW: Duration = Duration::from_secs(300);
 
-const CODES: [LlmErrorCode; 8] = [
+const CODES: [LlmErrorCode; 9] = [
     LlmErrorCode::RateLimited,
     LlmErrorCode::ServiceUnavailable,
     LlmErrorCode::Timeout,
@@ -69,10 +69,22 @@ const CODES: [LlmErrorCode; 8] = [
     LlmErrorCode::CircuitOpen,
     LlmErrorCode::Cancelled,
     LlmErrorCode::ToolCallLimit,
+    LlmErrorCode::OutcomeUnknown,
 ];
 
 fn code_index(code: LlmErrorCode) -> usize {
-    CODES.iter().position(|c| *c == code).unwrap_or(4)
+    // Exhaustive, so that a new code cannot be counted as another one.
+    match code {
+        LlmErrorCode::RateLimited => 0,
+        LlmErrorCode::ServiceUnavailable => 1,
+        LlmErrorCode::Timeout => 2,
+        LlmErrorCode::InvalidRequest => 3,
+        LlmErrorCode::UnknownError => 4,
+        LlmErrorCode::CircuitOpen => 5,
+        LlmErrorCode::Cancelled => 6,
+        LlmErrorCode::ToolCallLimit => 7,
+        LlmErrorCode::OutcomeUnknown => 8,
+    }
 }
 
 struct Counters {
@@ -396,4 +408,25 @@ impl Metrics {
 pub struct MetricsSnapshot {
     /// Counts by tool name.
     pub tools: BTreeMap<String, ToolSnapshot>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_counted_under_itself() {
+        for code in CODES {
+            assert_eq!(CODES[code_index(code)], code);
+        }
+        let m = ToolMetrics::new("t");
+        m.record_failure(
+            1,
+            LlmErrorCode::OutcomeUnknown,
+            crate::GiveUpReason::Declined,
+        );
+        let s = m.snapshot();
+        assert_eq!(s.failures.get(&LlmErrorCode::OutcomeUnknown), Some(&1));
+        assert_eq!(s.failures.len(), 1, "{:?}", s.failures);
+    }
 }

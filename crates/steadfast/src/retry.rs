@@ -41,8 +41,8 @@ use crate::driver;
 use crate::hooks::{GiveUpEvent, RetryEvent, SuccessEvent};
 use crate::retry_error::RetryError;
 use crate::{
-    CircuitBreaker, Classify, ConcurrencyLimit, ErrorClass, ErrorCode, RetryBudget, RetryPolicy,
-    ToolMetrics,
+    CircuitBreaker, Classify, ConcurrencyLimit, ErrorClass, ErrorCode, LlmErrorCode, RetryBudget,
+    RetryPolicy, ToolMetrics,
 };
 
 /// Runs `op` under `policy`, classifying errors with their [`Classify`] implementation.
@@ -77,6 +77,7 @@ type ShouldRetryFn<E> = dyn Fn(&E, u32) -> bool + Send + Sync;
 type OnRetryFn<E> = dyn Fn(&RetryEvent<'_, E>) + Send + Sync;
 type OnSuccessFn = dyn Fn(&SuccessEvent) + Send + Sync;
 type OnGiveUpFn<E> = dyn Fn(&GiveUpEvent<'_, E>) + Send + Sync;
+type ReportsAsFn<E> = dyn Fn(&GiveUpEvent<'_, E>) -> Option<LlmErrorCode> + Send + Sync;
 
 /// Everything a [`Retry`] adds to its policy. All optional, so the plain [`retry`] runs the same
 /// loop with nothing set and nothing allocated.
@@ -87,6 +88,9 @@ pub(crate) struct Callbacks<T, E> {
     pub(crate) on_retry: Option<Arc<OnRetryFn<E>>>,
     pub(crate) on_success: Option<Arc<OnSuccessFn>>,
     pub(crate) on_give_up: Option<Arc<OnGiveUpFn<E>>>,
+    /// The code the caller reports a give-up as, when not the engine's own
+    /// ([`Retry::reports_as`]).
+    pub(crate) reports_as: Option<Arc<ReportsAsFn<E>>>,
     pub(crate) seed: Option<u64>,
     pub(crate) name: Option<Cow<'static, str>>,
     pub(crate) breaker: Option<CircuitBreaker>,
@@ -106,6 +110,7 @@ impl<T, E> Callbacks<T, E> {
         on_retry: None,
         on_success: None,
         on_give_up: None,
+        reports_as: None,
         seed: None,
         name: None,
         breaker: None,
@@ -131,6 +136,7 @@ impl<T, E> Clone for Callbacks<T, E> {
             on_retry: self.on_retry.clone(),
             on_success: self.on_success.clone(),
             on_give_up: self.on_give_up.clone(),
+            reports_as: self.reports_as.clone(),
             seed: self.seed,
             name: self.name.clone(),
             breaker: self.breaker.clone(),
@@ -402,6 +408,34 @@ impl<T, E> Retry<T, E> {
     /// See [`GiveUpEvent`] for an example.
     pub fn on_give_up(mut self, f: impl Fn(&GiveUpEvent<'_, E>) + Send + Sync + 'static) -> Self {
         self.cb.on_give_up = Some(Arc::new(f));
+        self
+    }
+
+    /// Names the code the caller will report a give-up as, when it is not the engine's own
+    /// ([`LlmErrorCode::for_outcome`]); `None` keeps the engine's. Metrics, the `steadfast.outcome`
+    /// event and the span's `error.type` then count what the model is told — e.g. a caller that
+    /// holds back a replay of a call that may have run reports `OUTCOME_UNKNOWN`, not the
+    /// `SERVICE_UNAVAILABLE` of the failure it stopped on.
+    ///
+    /// ```
+    /// use steadfast::{ErrorClass, LlmErrorCode, Retry, RetryPolicy, ToolMetrics};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let m = ToolMetrics::new("charge");
+    /// let once = RetryPolicy::builder().max_attempts(1).build().unwrap();
+    /// let r: Result<(), _> = Retry::new(once)
+    ///     .metrics(m.clone())
+    ///     .reports_as(|_| Some(LlmErrorCode::OutcomeUnknown))
+    ///     .run(|_| async { Err(ErrorClass::from_status(503)) })
+    ///     .await;
+    /// assert!(r.is_err());
+    /// assert_eq!(m.snapshot().failures.get(&LlmErrorCode::OutcomeUnknown), Some(&1));
+    /// # }
+    /// ```
+    pub fn reports_as(
+        mut self,
+        f: impl Fn(&GiveUpEvent<'_, E>) -> Option<LlmErrorCode> + Send + Sync + 'static,
+    ) -> Self {
+        self.cb.reports_as = Some(Arc::new(f));
         self
     }
 

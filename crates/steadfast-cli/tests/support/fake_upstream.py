@@ -581,12 +581,15 @@ class Fake:
             cancelled.wait()
             return None
         if name == "ask":
-            return self.ask(arguments, emit)
+            return self.ask(arguments, emit, token)
         return text_result("?")
 
     # -- requests to the client ---------------------------------------------------------------
 
-    def ask(self, arguments, emit):
+    def ask(self, arguments, emit, token=None):
+        """Sends the client `method` (default roots/list) with `params`, after `after_calls`
+        calls were seen; once answered, `progress_after` progress notifications (with the
+        call's token, if it asked for progress), then the answer as the tool's text."""
         after = int(arguments.get("after_calls", 0))
         with self.calls_cond:
             self.calls_cond.wait_for(lambda: self.calls_seen >= after, timeout=10)
@@ -614,6 +617,10 @@ class Fake:
                 return text_result(json.dumps({"cancelled": rid}))
             return text_result(json.dumps({"unanswered": rid}))
         answer = slot[1]
+        steps = int(arguments.get("progress_after", 0))
+        if token is not None:
+            for i in range(steps):
+                emit([progress(token, i + 1, steps, f"after the answer {i + 1}")])
         return text_result(json.dumps({k: answer[k] for k in ("result", "error") if k in answer}))
 
     def ask_modern(self, params, arguments):

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 
 use crate::session::input_required::runs::{Runs, ServerAsk};
-use crate::upstream::{Declined, Downstream, Link, Upstream};
+use crate::upstream::{Declined, Downstream, Link, Relation, Upstream};
 use crate::wire::outbound::{Outbound, Refused};
 use crate::wire::{era, jsonrpc};
 
@@ -603,11 +603,16 @@ impl Downstream for Client {
         id: &str,
         method: &str,
         params: Option<&RawValue>,
-        stream: Option<Arc<Outbound>>,
+        relation: Relation,
     ) -> Result<(), Declined> {
         // A modern client cannot be sent a request: it gets it as an input request in the
         // answer to its own (`input_required.rs`), if it declared the capability.
         if self.modern.load(Ordering::Relaxed) {
+            // Roots are asked for a connection (at its start, when they change), not for a
+            // call: guessed, it would answer an unrelated call `input_required`.
+            if method == "roots/list" && matches!(relation, Relation::Guessed(_)) {
+                return Err(Declined::unrelated(method));
+            }
             let ask = ServerAsk {
                 upstream: Arc::downgrade(upstream),
                 generation: link.generation(),
@@ -615,7 +620,7 @@ impl Downstream for Client {
                 method: method.to_owned(),
                 params: params.map(|p| p.get().to_owned()),
             };
-            return self.runs.offer(stream.as_ref(), ask);
+            return self.runs.offer(relation.stream(), ask);
         }
         let entry = Pending {
             upstream: Arc::downgrade(upstream),
@@ -628,7 +633,7 @@ impl Downstream for Client {
             upstream.settings().request_timeout,
             method,
             params.map(RawValue::get),
-            stream,
+            relation.into_stream(),
         )
     }
 

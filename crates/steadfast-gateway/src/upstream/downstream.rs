@@ -44,7 +44,7 @@ pub(crate) trait Downstream: Send + Sync + 'static {
         id: &str,
         method: &str,
         params: Option<&RawValue>,
-        stream: Option<Arc<Outbound>>,
+        relation: Relation,
     ) -> Result<(), Declined>;
 
     /// The server cancelled its request `upstream_id` sent on connection `generation`; true
@@ -59,6 +59,35 @@ pub(crate) trait Downstream: Send + Sync + 'static {
 
     /// The server's connection `generation` ended: its requests to the client end too.
     fn server_connection_ended(&self, upstream: &Upstream, generation: u64, why: &str);
+}
+
+/// How a request from the server was matched to the client it goes to.
+#[derive(Debug, Clone)]
+pub(crate) enum Relation {
+    /// The server related it to one of the client's requests (it came on that request's HTTP
+    /// answer stream, or it names a task the client created): that request's stream, if it
+    /// has one.
+    Known(Option<Arc<Outbound>>),
+    /// Nothing on the wire relates it (stdio, or an HTTP server's standalone stream): the
+    /// client was guessed — the one with the newest request in flight there (its stream, if
+    /// it has one), or the most recently active.
+    Guessed(Option<Arc<Outbound>>),
+}
+
+impl Relation {
+    /// The stream of the client request it was related to, or guessed to be.
+    pub(crate) fn stream(&self) -> Option<&Arc<Outbound>> {
+        match self {
+            Relation::Known(s) | Relation::Guessed(s) => s.as_ref(),
+        }
+    }
+
+    /// Takes the stream out.
+    pub(crate) fn into_stream(self) -> Option<Arc<Outbound>> {
+        match self {
+            Relation::Known(s) | Relation::Guessed(s) => s,
+        }
+    }
 }
 
 /// The client capability a server request needs (`None`: not an input request).
@@ -120,6 +149,24 @@ impl Declined {
             code: era::code::MISSING_CLIENT_CAPABILITY,
             message: steadfast::sanitize(&message).into_owned(),
             data: capability.map(|c| serde_json::json!({"requiredCapabilities": {c: {}}})),
+        }
+    }
+
+    /// `method` relates to no request of a MCP 2026-07-28 client, so it is put to none of
+    /// them (`-32021`, without `data`: no capability would help). A guessed `roots/list` is
+    /// such a request: a server asks for roots when a connection starts or its roots change,
+    /// not for a call, and putting it to whatever call is in flight answers that call
+    /// `input_required` for a question it never asked.
+    pub(crate) fn unrelated(method: &str) -> Self {
+        let message = format!(
+            "{method} relates to no request of this MCP 2026-07-28 client (nothing on the \
+             wire relates it, and a server asks it for its connection, not for a call): it \
+             is put to no call"
+        );
+        Self {
+            code: crate::wire::era::code::MISSING_CLIENT_CAPABILITY,
+            message,
+            data: None,
         }
     }
 

@@ -9,15 +9,14 @@ use serde_json::value::RawValue;
 
 use super::pending::progress_id;
 use super::{
-    Declined, Downstream, Link, LinkState, Reply, TRANSIENT_SERIAL, Upstream, task_owners,
+    Declined, Downstream, Link, LinkState, Relation, Reply, TRANSIENT_SERIAL, Upstream, task_owners,
 };
 use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{self, Envelope, MessageKind};
-use crate::wire::outbound::Outbound;
 
-/// Where a request from the server goes: a client, and the stream of its request the server
-/// is working on, if that request has one.
-type Recipient = (Arc<dyn Downstream>, Option<Arc<Outbound>>);
+/// Where a request from the server goes: a client, and how it was found (with the stream of
+/// its request the server is working on, if that request has one).
+type Recipient = (Arc<dyn Downstream>, Relation);
 
 impl Upstream {
     /// Handles one frame read from the server.
@@ -238,8 +237,8 @@ impl Upstream {
         let task = env.params.and_then(|p| task_owners::related_task(p.get()));
         let routed = self
             .route_server_request(method, related, task.as_deref())
-            .and_then(|(client, stream)| {
-                client.forward_server_request(self, link, id, method, env.params, stream)
+            .and_then(|(client, relation)| {
+                client.forward_server_request(self, link, id, method, env.params, relation)
             });
         if let Err(declined) = routed {
             let _ = link.send(declined.response(id), None);
@@ -281,7 +280,7 @@ impl Upstream {
         // outlives the request that created it: its requests go to the session's own stream.
         if let Some(owner) = task.and_then(|t| self.task_owners.get(t)) {
             return find(owner)
-                .map(|c| (c, None))
+                .map(|c| (c, Relation::Known(None)))
                 .ok_or_else(|| gone(owner, "the client session that created this task has ended"));
         }
         let (related, mut in_flight) = {
@@ -297,12 +296,14 @@ impl Upstream {
             (related, in_flight)
         };
         if let Some((origin, stream)) = related {
-            return find(origin).map(|c| (c, stream)).ok_or_else(|| {
-                gone(
-                    origin,
-                    "the client session this request belongs to has ended",
-                )
-            });
+            return find(origin)
+                .map(|c| (c, Relation::Known(stream)))
+                .ok_or_else(|| {
+                    gone(
+                        origin,
+                        "the client session this request belongs to has ended",
+                    )
+                });
         }
         in_flight.sort_unstable_by_key(|&(id, _)| std::cmp::Reverse(id));
         // The newest call in flight whose client can be asked. A modern HTTP call without
@@ -313,7 +314,7 @@ impl Upstream {
         for (id, serial) in in_flight {
             if let Some(client) = find(serial) {
                 let stream = self.pending().get(&id).and_then(|p| p.stream.clone());
-                return Ok((client, stream));
+                return Ok((client, Relation::Guessed(stream)));
             }
             if serial & TRANSIENT_SERIAL != 0 {
                 transient.get_or_insert(serial);
@@ -324,7 +325,7 @@ impl Upstream {
         }
         find(self.last_active.load(Ordering::Relaxed))
             .or_else(|| live.first().cloned())
-            .map(|c| (c, None))
+            .map(|c| (c, Relation::Guessed(None)))
             .ok_or_else(|| Declined::internal("no client is connected".to_owned()))
     }
 

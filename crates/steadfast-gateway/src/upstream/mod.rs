@@ -36,7 +36,7 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use crate::config::settings::Settings;
-pub(crate) use downstream::{Declined, Downstream, TRANSIENT_SERIAL, capability_for};
+pub(crate) use downstream::{Declined, Downstream, Relation, TRANSIENT_SERIAL, capability_for};
 pub(crate) use inbound::{Transient, register_transient};
 pub(crate) use link::Link;
 use pending::Pending;

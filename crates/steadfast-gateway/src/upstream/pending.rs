@@ -72,8 +72,8 @@ pub(crate) enum Params<'a> {
     Value(&'a Value),
     /// Raw JSON text.
     Raw(&'a str),
-    /// Raw JSON text the session already found without the 2026-07-28 envelope (a
-    /// handshake-era client's request): a handshake-era upstream gets it as it is, unscanned.
+    /// Raw JSON text already found without the 2026-07-28 envelope (`call::resolve` looks):
+    /// a handshake-era upstream gets it as it is, unscanned.
     Plain(&'a str),
 }
 

@@ -119,6 +119,51 @@ async fn an_unrelated_request_goes_to_the_newest_call_then_to_the_last_active_se
     assert!(queued(&b).is_empty());
 }
 
+/// A request from the server with `method`, as the stdio reader or the HTTP stream hands it.
+fn server_sends(
+    up: &Arc<Upstream>,
+    link: &Arc<Link>,
+    id: &str,
+    method: &str,
+    related: Option<u64>,
+) {
+    let line = format!(r#"{{"jsonrpc":"2.0","id":"{id}","method":"{method}","params":{{}}}}"#);
+    up.on_frame_related(link, Frame::Line(line.as_bytes().into()), related);
+}
+
+// Issue 36 item 13c: a MCP 2026-07-28 client's call in flight is not answered `input_required`
+// for a `roots/list` nothing relates to it (server-everything asks one at its start); an
+// elicitation guessed the same way, or a `roots/list` the server relates to the call, is put
+// to it.
+#[tokio::test]
+async fn an_unrelated_roots_request_is_put_to_no_modern_call() {
+    let (up, link, mut rx) = upstream();
+    let m = client(&up);
+    m.mark_modern();
+    let mut asked = crate::session::input_required::runs::test_run(
+        m.runs(),
+        &json!({"_meta": {crate::wire::era::CLIENT_CAPABILITIES: {"roots": {}, "elicitation": {}}}}),
+    );
+    let (gm, _rm) = up.call_from(&link, "tools/call", None, None, Some(&*m));
+    sent(&mut rx);
+
+    server_sends(&up, &link, "s1", "roots/list", None);
+    assert!(asked().is_empty(), "the call was not asked");
+    let refused = sent(&mut rx);
+    let refused = answers(&refused);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["id"], "s1");
+    assert_eq!(refused[0]["error"]["code"], -32021, "{refused:?}");
+    let message = refused[0]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("relates to no request"), "{message}");
+
+    server_sends(&up, &link, "s2", "elicitation/create", None);
+    assert_eq!(asked(), ["elicitation/create"], "guessed: the newest call");
+    server_sends(&up, &link, "s3", "roots/list", Some(gm.id()));
+    assert_eq!(asked(), ["roots/list"], "related to the call");
+    assert!(answers(&sent(&mut rx)).is_empty(), "neither was refused");
+}
+
 #[tokio::test]
 async fn a_request_related_to_an_ended_session_is_refused_not_misrouted() {
     let (up, link, mut rx) = upstream();

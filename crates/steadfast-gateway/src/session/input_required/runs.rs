@@ -192,3 +192,25 @@ impl Runs {
         })
     }
 }
+
+/// A run registered on `runs` with `caps`, as `prepare` registers one, for tests elsewhere in
+/// the crate; the methods of the server requests put to it, as they arrive.
+#[cfg(test)]
+pub(crate) fn test_run(runs: &Runs, caps: &Value) -> impl FnMut() -> Vec<String> + use<> {
+    let (tx, mut rx) = mpsc::channel(EVENTS);
+    runs.lock().push(Arc::new(RunLink {
+        serial: NEXT_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        caps: Caps::of(caps),
+        stream: None,
+        tx,
+    }));
+    move || {
+        let mut asked = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            if let Event::Input(ask) = event {
+                asked.push(ask.method);
+            }
+        }
+        asked
+    }
+}
