@@ -40,7 +40,7 @@ pub use config::{Config, ConfigError};
 #[cfg(feature = "http")]
 pub use front::http::{HttpOptions, serve_http};
 pub use front::serve::{Exit, Reload, reload_file};
-pub use front::stdio::{serve_stdio, serve_stdio_with};
+pub use front::stdio::{serve_io, serve_stdio, serve_stdio_with};
 pub use route::router::Router;
 pub use route::topology::UpstreamSet;
 pub use upstream::{DEPTH_VAR, MAX_DEPTH, check_depth};
