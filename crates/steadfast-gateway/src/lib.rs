@@ -36,7 +36,7 @@ pub(crate) mod wire;
 pub use config::layered::Overrides;
 pub use config::limits::SessionLimits;
 pub use config::telemetry::{RawTelemetry, Telemetry};
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, NamedUpstream};
 #[cfg(feature = "http")]
 pub use front::http::{HttpOptions, serve_http};
 pub use front::serve::{Exit, Reload, reload_file};
