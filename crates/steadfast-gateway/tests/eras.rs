@@ -184,7 +184,10 @@ async fn stdio_an_upstream_protocol_error_keeps_its_class_in_both_eras() {
 
     let fake = Fake::new("plain");
     let mut gw = stdio(support::config(CONFIG), fake.upstream());
-    let a = gw.client.call(1, "tools/call", modern(unknown_tool())).await;
+    let a = gw
+        .client
+        .call(1, "tools/call", modern(unknown_tool()))
+        .await;
     assert_unknown_tool_error(&a.response);
 }
 

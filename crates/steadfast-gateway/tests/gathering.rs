@@ -83,9 +83,13 @@ async fn two_upstreams_are_listed_and_called_under_their_names() {
         names.iter().filter(|n| n.starts_with("beta_")).count()
     );
 
-    let a = p.call(2, "tools/call", echo_to("alpha_echo", "to-alpha")).await;
+    let a = p
+        .call(2, "tools/call", echo_to("alpha_echo", "to-alpha"))
+        .await;
     assert!(echoed(&a.response, "to-alpha"), "{a:?}");
-    let a = p.call(3, "tools/call", echo_to("beta_echo", "to-beta")).await;
+    let a = p
+        .call(3, "tools/call", echo_to("beta_echo", "to-beta"))
+        .await;
     assert!(echoed(&a.response, "to-beta"), "{a:?}");
     let a = p.call(4, "tools/call", echo_to("beta_echo", "again")).await;
     assert!(echoed(&a.response, "again"), "{a:?}");

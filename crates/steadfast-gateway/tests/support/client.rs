@@ -40,7 +40,10 @@ impl Client {
     pub async fn send(&mut self, message: &Value) {
         let mut line = message.to_string().into_bytes();
         line.push(b'\n');
-        self.writer.write_all(&line).await.expect("the gateway reads");
+        self.writer
+            .write_all(&line)
+            .await
+            .expect("the gateway reads");
     }
 
     /// Sends a request.

@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The modern revision's version string.
 pub const MODERN: &str = "2026-07-28";
+/// The envelope's version key.
+const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 /// Handshake-era versions the fake knows (the first is its default).
 const KNOWN: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
@@ -75,6 +77,8 @@ struct Inner {
     seen: Mutex<Vec<Value>>,
     /// Open connections (one per gateway that started it).
     live: Mutex<Vec<Live>>,
+    /// How long a new connection reads nothing (a server still starting).
+    start_delay: Mutex<Duration>,
 }
 
 /// The fake server; clones share it.
@@ -105,6 +109,7 @@ impl Fake {
             starts: AtomicUsize::new(0),
             seen: Mutex::new(Vec::new()),
             live: Mutex::new(Vec::new()),
+            start_delay: Mutex::new(Duration::ZERO),
         }))
     }
 
@@ -113,6 +118,21 @@ impl Fake {
     pub fn on(self, script: impl Fn(&Value) -> Step + Send + Sync + 'static) -> Self {
         *lock(&self.0.script) = Some(Arc::new(script));
         self
+    }
+
+    /// Each new connection reads nothing for `delay` (as a server that takes that long to
+    /// start: `fake_upstream.py --start-delay-ms`).
+    pub fn start_delay(self, delay: Duration) -> Self {
+        *lock(&self.0.start_delay) = delay;
+        self
+    }
+
+    /// How many requests carried the 2026-07-28 envelope at `version`.
+    pub fn envelopes(&self, version: &str) -> usize {
+        lock(&self.0.seen)
+            .iter()
+            .filter(|m| m.get("id").is_some() && m["params"]["_meta"][VERSION_KEY] == version)
+            .count()
     }
 
     /// The upstream the gateway is given.
@@ -143,9 +163,7 @@ impl Fake {
 
     /// Whether a connection is open.
     pub fn connected(&self) -> bool {
-        lock(&self.0.live)
-            .iter()
-            .any(|l| !l.killed.is_cancelled())
+        lock(&self.0.live).iter().any(|l| !l.killed.is_cancelled())
     }
 
     /// Writes `message` on every open connection (a notification or a server request).
@@ -223,6 +241,11 @@ impl Fake {
                 }
             }
         });
+        let delay = *lock(&self.0.start_delay);
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = killed.cancelled() => {}
+        }
         let mut lines = BufReader::new(read).lines();
         loop {
             let line = tokio::select! {
@@ -298,13 +321,63 @@ impl Fake {
         json!({"tools": {"listChanged": true}, "logging": {}})
     }
 
+    /// A modern-only server's refusals (`fake_upstream.py --mode modern-only`): `initialize`
+    /// or another version -32022, a request without the envelope -32602.
+    fn modern_refusal(&self, msg: &Value) -> Option<Step> {
+        let params = &msg["params"];
+        let meta = &params["_meta"];
+        let version = meta[VERSION_KEY].as_str();
+        if msg["method"] == "initialize" || version.is_some_and(|v| v != MODERN) {
+            let requested = version
+                .map(str::to_owned)
+                .or_else(|| params["protocolVersion"].as_str().map(str::to_owned));
+            return Some(Step::Send(
+                vec![json!({"jsonrpc": "2.0", "id": msg["id"], "error": {
+                    "code": -32022, "message": "Unsupported protocol version",
+                    "data": {"supported": [MODERN], "requested": requested}}})],
+                Box::new(Step::Silence),
+            ));
+        }
+        if version.is_none()
+            || meta
+                .get("io.modelcontextprotocol/clientCapabilities")
+                .is_none()
+        {
+            return Some(Step::Error(
+                -32602,
+                "params._meta lacks the 2026-07-28 envelope".into(),
+            ));
+        }
+        None
+    }
+
     /// The normal answer, as `fake_upstream.py` gives it.
     fn default_step(&self, msg: &Value) -> Step {
-        let params = &msg["params"];
         let method = msg["method"].as_str().unwrap_or_default();
         let server_info = json!({"name": self.0.name, "version": "1.0.0"});
+        if self.0.modern {
+            if let Some(refused) = self.modern_refusal(msg) {
+                return refused;
+            }
+            if method == "tools/call" {
+                // As the Python SDK 2.x's servers mark a call's result.
+                return match self.normal_step(msg, &server_info) {
+                    Step::Result(mut r) => {
+                        r["resultType"] = json!("complete");
+                        r["_meta"] = json!({"io.modelcontextprotocol/serverInfo": server_info});
+                        Step::Result(r)
+                    }
+                    other => other,
+                };
+            }
+        }
+        self.normal_step(msg, &server_info)
+    }
+
+    fn normal_step(&self, msg: &Value, server_info: &Value) -> Step {
+        let params = &msg["params"];
+        let method = msg["method"].as_str().unwrap_or_default();
         match method {
-            "initialize" if self.0.modern => Step::Error(-32022, "unsupported version".into()),
             "initialize" => {
                 let asked = params["protocolVersion"].as_str().unwrap_or_default();
                 let version = KNOWN.iter().find(|v| **v == asked).unwrap_or(&KNOWN[0]);
@@ -316,9 +389,11 @@ impl Fake {
                 }))
             }
             "server/discover" if self.0.modern => Step::Result(json!({
+                "resultType": "complete",
                 "supportedVersions": [MODERN],
                 "capabilities": self.capabilities(),
                 "_meta": {"io.modelcontextprotocol/serverInfo": server_info},
+                "instructions": "A modern-only fake.",
             })),
             "ping" | "logging/setLevel" => Step::Result(json!({})),
             "tools/list" => Step::Result(json!({"tools": tools()})),
