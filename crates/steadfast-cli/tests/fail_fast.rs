@@ -1,8 +1,9 @@
 //! Fail fast and tell the truth, on real processes: an upstream that cannot start answers the
-//! client's `initialize` at once (and a stdio proxy with one upstream then exits non-zero), a
-//! call to an upstream whose restarts are spent fails at once saying the server is down,
+//! client's `initialize` at once (and a stdio proxy with one upstream then exits non-zero),
 //! `/readyz` is ready without any client, a lower-case `bearer` scheme is accepted, replies
-//! the SDKs accept are relayed, and call latency is a Prometheus histogram.
+//! the SDKs accept are relayed, and call latency is a Prometheus histogram. (A call to an
+//! upstream whose restarts are spent, and the start such a call asks for, are tested in the
+//! gateway's own crate: `steadfast-gateway/tests/restarts.rs`.)
 
 #[path = "support/raw_client.rs"]
 mod raw_client;
@@ -174,141 +175,6 @@ async fn with_several_upstreams_one_that_cannot_start_is_reported_and_the_others
         p.wait_exit(Duration::from_millis(300)).await,
         None,
         "still serving"
-    );
-}
-
-#[tokio::test]
-async fn once_restarts_are_spent_a_call_fails_at_once_saying_the_server_is_down() {
-    let dir = Temp::new("restart-flag");
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let flag = format!("{}/started", dir.path());
-    // Serves the first time; every restart fails at once. (The count file puts the directory
-    // in the server's command line, so this test kills its own server and no other.)
-    let counts = format!("{}/counts", dir.path());
-    let fake = fake_upstream_command(&["--count-file", &counts]).join(" ");
-    let script = format!(
-        "if [ -e {flag} ]; then echo 'license expired' >&2; exit 1; fi; touch {flag}; exec {fake}"
-    );
-    let config =
-        "[proxy]\nrestart = { max_attempts = 2, base_delay = \"50ms\", max_delay = \"30s\" }\n";
-    let (mut p, _c) = proxy(Some(config), &strings(&["sh", "-c", &script]));
-    p.initialize(ANSWER).await.expect("initialize is answered");
-    let echo = json!({"name": "echo", "arguments": {"text": "hi"}});
-    let ok = p
-        .call(json!(2), "tools/call", echo.clone(), ANSWER)
-        .await
-        .unwrap();
-    assert_eq!(ok.response["result"]["content"][0]["text"], "hi");
-    // The server dies; the restart burst (2 attempts, 50 ms apart) fails.
-    // (Anchored: the proxy's own command line holds the script too.)
-    let killed = std::process::Command::new("pkill")
-        .args(["-KILL", "-f", &format!("^[^ ]*python3[^ ]* .*{counts}")])
-        .status()
-        .unwrap();
-    assert!(killed.success(), "the server was running");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let started = Instant::now();
-    let failed = p.call(json!(3), "tools/call", echo, ANSWER).await.unwrap();
-    // Before: the call waited reconnect_wait (10 s) for the next probe.
-    assert!(
-        started.elapsed() < Duration::from_millis(1500),
-        "{:?}",
-        started.elapsed()
-    );
-    let llm = &failed.response["result"]["structuredContent"];
-    assert_eq!(llm["code"], "SERVICE_UNAVAILABLE", "{}", failed.response);
-    assert_eq!(llm["retriable"], true);
-    let message = llm["message"].as_str().unwrap();
-    assert!(
-        message.contains("is down") && message.contains("license expired"),
-        "{message}"
-    );
-    let suggestion = llm["suggestion"].as_str().unwrap();
-    assert!(!suggestion.contains("Retry the operation"), "{suggestion}");
-    assert_eq!(llm["retryAfterMs"], 30_000, "the next probe");
-}
-
-#[tokio::test]
-async fn a_call_to_a_down_upstream_tries_a_start_at_once_at_most_one_a_second() {
-    let dir = Temp::new("startable");
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let startable = format!("{}/startable", dir.path());
-    let starts = format!("{}/starts", dir.path());
-    // Starts only while the file `startable` exists; every start is logged to `starts`. (The
-    // count file puts the directory in the server's command line, so this test kills its own
-    // server and no other.)
-    let counts = format!("{}/counts", dir.path());
-    let fake = fake_upstream_command(&["--count-file", &counts]).join(" ");
-    let script = format!(
-        "echo start >> {starts}; if [ ! -e {startable} ]; then echo 'license expired' >&2; \
-         exit 1; fi; exec {fake}"
-    );
-    std::fs::write(&startable, "").unwrap();
-    // Restarts spent after 2 quick attempts; the next probe 30 s away.
-    let config =
-        "[proxy]\nrestart = { max_attempts = 2, base_delay = \"50ms\", max_delay = \"30s\" }\n";
-    let (mut p, _c) = proxy(Some(config), &strings(&["sh", "-c", &script]));
-    p.initialize(ANSWER).await.expect("initialize is answered");
-    let echo = json!({"name": "echo", "arguments": {"text": "hi"}});
-    let ok = p
-        .call(json!(2), "tools/call", echo.clone(), ANSWER)
-        .await
-        .unwrap();
-    assert_eq!(ok.response["result"]["content"][0]["text"], "hi");
-    std::fs::remove_file(&startable).unwrap();
-    let killed = std::process::Command::new("pkill")
-        .args(["-KILL", "-f", &format!("^[^ ]*python3[^ ]* .*{counts}")])
-        .status()
-        .unwrap();
-    assert!(killed.success(), "the server was running");
-    let count = || std::fs::read_to_string(&starts).unwrap().lines().count();
-    // The restart burst fails: the upstream is down (the first start, then one restart: two
-    // attempts of the restart policy, the crash counting as the first).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while count() < 2 {
-        assert!(Instant::now() < deadline, "{} starts", count());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let down = |a: &raw_client::Answer| {
-        a.response["result"]["structuredContent"]["code"] == "SERVICE_UNAVAILABLE"
-    };
-    // Still not startable: the call tries one start and is answered as soon as it fails.
-    let before = count();
-    let started = Instant::now();
-    let failed = p
-        .call(json!(3), "tools/call", echo.clone(), ANSWER)
-        .await
-        .unwrap();
-    assert!(down(&failed), "{}", failed.response);
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(count(), before + 1, "the call tried one start");
-    // A second call within the second: answered at once, no start.
-    let again = p
-        .call(json!(4), "tools/call", echo.clone(), ANSWER)
-        .await
-        .unwrap();
-    assert!(down(&again), "{}", again.response);
-    assert_eq!(count(), before + 1, "at most one start a second");
-    // The server becomes startable: the next call (a second later) gets it back, long before
-    // the probe 30 s away. Before: "down" until that probe.
-    std::fs::write(&startable, "").unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let started = Instant::now();
-    let back = p.call(json!(5), "tools/call", echo, ANSWER).await.unwrap();
-    assert_eq!(
-        back.response["result"]["content"][0]["text"], "hi",
-        "{}",
-        back.response
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
     );
 }
 

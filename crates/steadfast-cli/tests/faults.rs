@@ -10,9 +10,7 @@ mod temp;
 
 use std::time::Duration;
 
-use raw_client::{
-    RawProcess, alive, fake_upstream_command, fake_upstream_script, read_counts, rss_kib,
-};
+use raw_client::{RawProcess, alive, fake_upstream_command, read_counts, rss_kib};
 use serde_json::{Value, json};
 use temp::Temp;
 
@@ -141,99 +139,8 @@ async fn stdin_eof_during_the_handshake_ends_the_proxy() {
     assert_eq!(p.wait_exit(Duration::from_secs(5)).await, Some(Some(0)));
 }
 
-// 2. Hot restart loop.
-#[tokio::test]
-async fn an_upstream_that_dies_after_initialize_is_restarted_on_backoff() {
-    let counts = Temp::new("counts");
-    let (mut p, _c) = proxy(
-        FAST,
-        &[
-            "--mode",
-            "exit-after-initialize",
-            "--count-file",
-            counts.path(),
-        ],
-    );
-    let a = p.initialize(ANSWER).await;
-    assert!(a.is_some(), "initialize is answered (with an error)");
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let starts = read_counts(&counts.0)["starts"].as_u64().unwrap_or(0);
-    // 100 ms doubling to 1 s: about 8 starts in 4 s; a hot loop makes hundreds.
-    assert!((2..=12).contains(&starts), "{starts} starts in 4 s");
-    let mut list_changed = 0;
-    while let Some(m) = p.read_message(Duration::from_millis(100)).await {
-        if m["method"] == "notifications/tools/list_changed" {
-            list_changed += 1;
-        }
-    }
-    assert_eq!(
-        list_changed, 0,
-        "no restart of this upstream ever succeeded"
-    );
-}
-
-// 3. Recovery after giving up: a server whose restarts are spent is down (calls fail at once),
-// and is picked up again by the supervisor's probes once it can start.
-#[tokio::test]
-async fn an_upstream_that_becomes_startable_again_is_picked_up() {
-    let flag = Temp::new("flag");
-    let counts = Temp::new("counts");
-    std::fs::write(&flag.0, "").unwrap();
-    let config = format!(
-        "[proxy]\nhealth_tool = \"health\"\ninit_timeout = \"2s\"\nreconnect_wait = \"1s\"\n\
-         shutdown_grace = \"300ms\"\nrestart = {{ max_attempts = 2, base_delay = \"100ms\", max_delay = \"300ms\" }}\n\
-         [upstream]\ncommand = \"sh\"\nargs = [\"-c\", \"test -f {} && exec python3 {} --count-file {}\"]\n",
-        flag.path(),
-        fake_upstream_script().display(),
-        counts.path(),
-    );
-    let file = Temp::new("cfg");
-    std::fs::write(&file.0, config).unwrap();
-    let mut p = RawProcess::spawn(&[
-        env!("CARGO_BIN_EXE_steadfast").to_owned(),
-        "proxy".to_owned(),
-        "--config".to_owned(),
-        file.path().to_owned(),
-    ])
-    .unwrap();
-    init(&mut p).await;
-    // The server goes, and cannot start again for now.
-    std::fs::remove_file(&flag.0).unwrap();
-    let killed = std::process::Command::new("pkill")
-        .args([
-            "-KILL",
-            "-f",
-            &format!("^[^ ]*python3[^ ]* .*{}", counts.path()),
-        ])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let down = call(&mut p, 6, "echo", json!({"text": "x"})).await;
-    // Answered as soon as the start the call asked for fails (`sh` exits at once).
-    assert!(down.elapsed < Duration::from_secs(2), "{:?}", down.elapsed);
-    assert!(
-        text_of(&down.response).contains("is down"),
-        "{}",
-        down.response
-    );
-    // Startable again: the next probe (every 300 ms) picks it up (watched through the health
-    // tool: calls to a down server would open its breaker).
-    std::fs::write(&flag.0, "").unwrap();
-    let deadline = std::time::Instant::now() + ANSWER;
-    let mut id = 7;
-    loop {
-        let h = call(&mut p, id, "health", json!({})).await;
-        if h.response["result"]["structuredContent"]["upstream"]["connected"] == true {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{}", h.response);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        id += 1;
-    }
-    let a = call(&mut p, 100, "echo", json!({"text": "back"})).await;
-    assert_eq!(text_of(&a.response), "back", "{}", a.response);
-}
+// 2. Hot restart loop, and 3. recovery after giving up: in the gateway's own crate, on its
+// test kit and the paused clock (`steadfast-gateway/tests/restarts.rs`).
 
 // 5. Oversized messages.
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Several upstreams behind one endpoint, on real processes: namespaced lists and calls, a
 //! dead upstream that blocks nothing and is announced when it comes, a killed upstream that
-//! costs the other nothing, and the same over the HTTP front.
+//! costs the other nothing, and the same over the HTTP front. (Two upstreams listed and called
+//! under their names, in one process: `steadfast-gateway/tests/gathering.rs`.)
 
 #[path = "support/raw_client.rs"]
 mod raw_client;
@@ -127,59 +128,6 @@ async fn await_list_changed(p: &mut RawProcess, within: Duration) -> bool {
         }
     }
     false
-}
-
-#[tokio::test]
-async fn two_upstreams_are_listed_and_called_under_their_names() {
-    let (ca, cb) = (Temp::new("count-a"), Temp::new("count-b"));
-    let config = format!(
-        "{FAST}\n{}\n{}",
-        fake_table("alpha", &["--count-file", ca.path()]),
-        fake_table("beta", &["--count-file", cb.path()])
-    );
-    let (mut p, _cfg) = gateway(&config);
-    let init = p.initialize(ANSWER).await.expect("initialize is answered");
-    assert_eq!(init["result"]["serverInfo"]["name"], "steadfast-gateway");
-    assert_eq!(
-        init["result"]["capabilities"]["tools"]["listChanged"],
-        json!(true)
-    );
-    let names = tool_names(&list(&mut p, 1).await);
-    assert!(names.contains(&"alpha_echo".to_owned()), "{names:?}");
-    assert!(names.contains(&"beta_echo".to_owned()), "{names:?}");
-    assert!(
-        names
-            .iter()
-            .all(|n| n.starts_with("alpha_") || n.starts_with("beta_"))
-    );
-    assert_eq!(
-        names.iter().filter(|n| n.starts_with("alpha_")).count(),
-        names.iter().filter(|n| n.starts_with("beta_")).count()
-    );
-
-    assert!(echoed(
-        &echo(&mut p, 2, "alpha_echo", "to-alpha").await,
-        "to-alpha"
-    ));
-    assert!(echoed(
-        &echo(&mut p, 3, "beta_echo", "to-beta").await,
-        "to-beta"
-    ));
-    assert!(echoed(
-        &echo(&mut p, 4, "beta_echo", "again").await,
-        "again"
-    ));
-    assert_eq!(read_counts(&ca.0)["tools"]["echo"], json!(1));
-    assert_eq!(read_counts(&cb.0)["tools"]["echo"], json!(2));
-
-    // A name no upstream owns is refused as invalid params, naming the upstreams.
-    let unknown = echo(&mut p, 5, "gamma_echo", "x").await;
-    assert_eq!(unknown.response["error"]["code"], json!(-32602));
-    let message = unknown.response["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("alpha") && message.contains("beta"),
-        "{message}"
-    );
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
-//! Tool-call limits through the proxy (every attempt counts), and state shared by two proxy
-//! processes through a real Redis (`STEADFAST_TEST_REDIS_URL`): a breaker opened by one replica
-//! fails the other fast, and an upstream's call count is one count across replicas.
+//! State shared by two proxy processes through a real Redis (`STEADFAST_TEST_REDIS_URL`): a
+//! breaker opened by one replica fails the other fast, and an upstream's call count is one
+//! count across replicas. (Tool-call limits in one gateway are tested in the gateway's own
+//! crate, `steadfast-gateway/tests/limits.rs`.)
 
 #[path = "support/raw_client.rs"]
 mod raw_client;
@@ -60,52 +61,6 @@ fn llm_code(r: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-const RETRY: &str =
-    "[defaults]\nretry = { max_attempts = 3, base_delay = \"20ms\", max_delay = \"50ms\" }\n";
-
-#[tokio::test]
-async fn retries_count_against_a_tool_call_limit() {
-    let counts = Temp::new("counts");
-    let config = format!("{RETRY}[limits]\nper_tool = {{ max = 3, window = \"1h\" }}\n");
-    let (mut p, _c) = proxy(
-        &config,
-        &["--count-file", counts.path(), "--flaky-failures", "2"],
-    );
-    init(&mut p).await;
-    // Two transient failures, then success: three attempts, the whole cap.
-    let first = call(&mut p, 1, "flaky").await;
-    assert_eq!(first["result"]["isError"], false, "{first}");
-    let second = call(&mut p, 2, "flaky").await;
-    assert_eq!(llm_code(&second), "TOOL_CALL_LIMIT", "{second}");
-    let text = second
-        .pointer("/result/content/0/text")
-        .and_then(Value::as_str)
-        .unwrap();
-    assert!(text.to_lowercase().contains("do not call"), "{text}");
-    assert_eq!(
-        read_counts(&counts.0)["tools"]["flaky"],
-        3,
-        "the refused call was not sent"
-    );
-    // Another tool has its own count.
-    let other = call(&mut p, 3, "echo").await;
-    assert_eq!(other["result"]["content"][0]["text"], "x");
-}
-
-#[tokio::test]
-async fn a_limit_can_answer_with_a_jsonrpc_error() {
-    let config =
-        "[limits]\nper_session = { max = 1, window = \"1h\" }\non_limit = \"jsonrpc_error\"\n";
-    let (mut p, _c) = proxy(config, &[]);
-    init(&mut p).await;
-    assert_eq!(
-        call(&mut p, 1, "echo").await["result"]["content"][0]["text"],
-        "x"
-    );
-    let refused = call(&mut p, 2, "echo").await;
-    assert_eq!(refused["error"]["code"], -32005, "{refused}");
 }
 
 fn redis_url() -> Option<String> {

@@ -36,11 +36,11 @@ pub(crate) mod wire;
 pub use config::layered::Overrides;
 pub use config::limits::SessionLimits;
 pub use config::telemetry::{RawTelemetry, Telemetry};
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, NamedUpstream};
 #[cfg(feature = "http")]
 pub use front::http::{HttpOptions, serve_http};
 pub use front::serve::{Exit, Reload, reload_file};
-pub use front::stdio::{serve_stdio, serve_stdio_with};
+pub use front::stdio::{serve_io, serve_stdio, serve_stdio_with};
 pub use route::router::Router;
 pub use route::topology::UpstreamSet;
 pub use upstream::{DEPTH_VAR, MAX_DEPTH, check_depth};

@@ -1,8 +1,9 @@
-//! Opening an upstream MCP server — a child process over stdio, or a streamable-HTTP URL —
-//! with retries on connect.
+//! Opening an upstream MCP server — a child process over stdio, a streamable-HTTP URL, or a
+//! server in the same process over a byte pipe — with retries on connect.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::service::{RoleClient, RunningService, Service, ServiceExt};
@@ -36,7 +37,94 @@ pub enum Upstream {
         /// Headers sent with every request (e.g. `Authorization`).
         headers: BTreeMap<String, String>,
     },
+    /// A server in the same process, spoken to over a byte pipe with the stdio transport's
+    /// framing (one JSON-RPC message per line): an MCP server embedded in the application,
+    /// or a scripted one in tests. Each (re)connection asks [`InProcess::connect`] for a new
+    /// pipe, so a restart is a new pipe, as it is a new child for [`Upstream::Command`].
+    InProcess(InProcess),
 }
+
+/// The two ends of an in-process upstream's pipe, as its client holds them: what the server
+/// writes is read from `reader`; what is written to `writer` the server reads.
+pub struct Pipe {
+    /// The server's output.
+    pub reader: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    /// The server's input; dropping it is the server's end of input (EOF), as closing a
+    /// child's stdin is.
+    pub writer: Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+}
+
+impl std::fmt::Debug for Pipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipe").finish_non_exhaustive()
+    }
+}
+
+/// What opens a connection to an in-process server ([`Upstream::InProcess`]).
+type Connect = dyn Fn() -> std::io::Result<Pipe> + Send + Sync;
+
+/// An in-process server: a name for logs and a function that opens one connection to it.
+///
+/// The function is called on a Tokio runtime each time the upstream is (re)connected; it
+/// usually makes a `tokio::io::duplex` pipe, spawns the server on one end and returns the
+/// other. An error is a failed start (retried on the connect policy, like a command that
+/// cannot be started; `NotFound` and `PermissionDenied` are not retried).
+///
+/// Two values are equal when they share the same function (clones of one value), so a
+/// reloaded configuration that keeps the value keeps the upstream.
+///
+/// ```
+/// use steadfast_mcp::{InProcess, Upstream};
+/// let up = Upstream::InProcess(InProcess::new("embedded", || {
+///     Err(std::io::Error::other("not yet"))
+/// }));
+/// assert_eq!(up.to_string(), "in-process embedded");
+/// ```
+#[derive(Clone)]
+pub struct InProcess {
+    name: Arc<str>,
+    connect: Arc<Connect>,
+}
+
+impl InProcess {
+    /// An in-process server called `name` (in logs), reached through the pipes `connect`
+    /// opens.
+    pub fn new(
+        name: impl Into<String>,
+        connect: impl Fn() -> std::io::Result<Pipe> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name: name.into().into(),
+            connect: Arc::new(connect),
+        }
+    }
+
+    /// The name it was given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Opens one connection to the server.
+    pub fn connect(&self) -> std::io::Result<Pipe> {
+        (self.connect)()
+    }
+}
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcess")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for InProcess {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.connect, &other.connect)
+    }
+}
+
+impl Eq for InProcess {}
 
 impl Upstream {
     /// A child process without extra environment.
@@ -70,6 +158,7 @@ impl std::fmt::Display for Upstream {
             }
             // Only scheme, host and path: the URL may carry credentials.
             Self::Http { url, .. } => f.write_str(&steadfast::sanitize(url)),
+            Self::InProcess(p) => write!(f, "in-process {}", steadfast::sanitize(p.name())),
         }
     }
 }
@@ -188,6 +277,18 @@ async fn connect_once<S: Service<RoleClient>>(
             service.serve(transport).await.map_err(|e| {
                 ConnectError::Initialize(steadfast::sanitize(&e.to_string()).into_owned())
             })
+        }
+        Upstream::InProcess(p) => {
+            let pipe = p.connect().map_err(|source| ConnectError::Spawn {
+                command: format!("in-process {}", p.name()),
+                source,
+            })?;
+            service
+                .serve((pipe.reader, pipe.writer))
+                .await
+                .map_err(|e| {
+                    ConnectError::Initialize(steadfast::sanitize(&e.to_string()).into_owned())
+                })
         }
         #[cfg(not(feature = "http"))]
         Upstream::Http { .. } => Err(ConnectError::Config(

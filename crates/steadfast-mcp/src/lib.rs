@@ -70,7 +70,7 @@ pub use classify::{
     classify_error_data, classify_service_error, classify_tool_result, tool_result_text,
 };
 pub use client::{AttemptLimits, ToolAnswer, send_request, send_tool_call};
-pub use connect::{ConnectError, Upstream, connect, default_connect_policy};
+pub use connect::{ConnectError, InProcess, Pipe, Upstream, connect, default_connect_policy};
 pub use failure::CallFailure;
 pub use middleware::Resilient;
 pub use policy::{RetryOnIsError, ToolPolicy};

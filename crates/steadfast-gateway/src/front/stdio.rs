@@ -62,6 +62,24 @@ pub async fn serve_stdio_with(
     upstreams: impl Into<UpstreamSet>,
     reload: Option<Reload>,
 ) -> std::io::Result<Exit> {
+    serve_io(config, upstreams, input(), output(), reload).await
+}
+
+/// The stdio front over any byte stream: serves one client that writes its messages (one per
+/// line) to `reader` and reads the answers from `writer`, as [`serve_stdio_with`] does on
+/// stdin/stdout, until `reader` ends (then what was read is answered first, within
+/// `drain_timeout`), `writer` fails, or a signal arrives — SIGTERM/SIGINT stop it and SIGHUP
+/// calls `reload`, as for the stdio front, so a program that embeds it should expect that.
+///
+/// With [`steadfast_mcp::Upstream::InProcess`] upstreams the whole gateway runs in one
+/// process over pipes (a client on a socket, or a test on `tokio::io::duplex` pipes).
+pub async fn serve_io(
+    config: Config,
+    upstreams: impl Into<UpstreamSet>,
+    reader: impl AsyncRead + Send + Unpin + 'static,
+    writer: impl AsyncWrite + Send + Unpin + 'static,
+    reload: Option<Reload>,
+) -> std::io::Result<Exit> {
     let gateway = Gateway::build(config, upstreams.into(), |_| {}).await?;
     let limits = gateway.config.limits;
     let client = Client::new(limits.max_queued_notifications);
@@ -69,11 +87,11 @@ pub async fn serve_stdio_with(
     gateway.extend(&session);
 
     let out = client.out.clone();
-    let mut writer = tokio::spawn(async move { out.write_to(output()).await });
+    let mut writer = tokio::spawn(async move { out.write_to(writer).await });
     let reader_session = session.clone();
     let max = limits.max_request_size;
     let mut reader = tokio::spawn(async move {
-        let mut lines = LineReader::new(input(), max);
+        let mut lines = LineReader::new(reader, max);
         while let Ok(Some(frame)) = lines.next().await {
             reader_session.on_frame(frame);
         }

@@ -10,6 +10,7 @@
 pub(crate) mod changes;
 mod downstream;
 mod era;
+mod in_process;
 mod inbound;
 mod link;
 mod listen;
@@ -213,7 +214,7 @@ impl Upstream {
 
     /// Whether the upstream is a streamable-HTTP one (`network.transport` is `tcp`).
     pub(crate) fn is_http(&self) -> bool {
-        !matches!(self.spec, UpstreamSpec::Command { .. })
+        matches!(self.spec, UpstreamSpec::Http { .. })
     }
 
     /// How the upstream is reached (a reload compares it).

@@ -5,7 +5,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -102,7 +102,7 @@ pub(crate) async fn spawn(up: &Arc<Upstream>, generation: u64) -> Result<Process
             std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
         ) || e.raw_os_error() == Some(libc::ENOEXEC),
     })?;
-    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+    let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         return Err(SpawnError {
@@ -112,6 +112,27 @@ pub(crate) async fn spawn(up: &Arc<Upstream>, generation: u64) -> Result<Process
     };
     let tail = Arc::new(Mutex::new(Tail::default()));
     tokio::spawn(copy_stderr(stderr, tail.clone()));
+    let link = pump(up, generation, stdout, stdin, false);
+    Ok(Process {
+        link,
+        child,
+        stderr: tail,
+    })
+}
+
+/// Opens a line-framed connection over `input` (the server's output) and `output` (its
+/// input): a task writes what is sent on the link, batched, and another reads the server's
+/// lines into `up`. The link closes when writing fails or the server's output ends; when it
+/// closes, `output` is dropped (the server's end of input), and with `stop_reading` the
+/// reading stops too (an in-process server has no process to kill; a child's remaining
+/// output is still read until it exits).
+pub(super) fn pump(
+    up: &Arc<Upstream>,
+    generation: u64,
+    input: impl AsyncRead + Send + Unpin + 'static,
+    mut output: impl AsyncWrite + Send + Unpin + 'static,
+    stop_reading: bool,
+) -> Arc<Link> {
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(up.settings.max_queue);
     let link = Link::new(generation, Transport::Stdio(tx));
 
@@ -131,11 +152,12 @@ pub(crate) async fn spawn(up: &Arc<Upstream>, generation: u64) -> Result<Process
                     Err(_) => break,
                 }
             }
-            if stdin.write_all(&batch).await.is_err() || stdin.flush().await.is_err() {
+            if output.write_all(&batch).await.is_err() || output.flush().await.is_err() {
                 break;
             }
         }
-        // Dropping stdin closes the child's input: a well-behaved server exits.
+        // Dropping the output closes the server's input: a well-behaved server exits.
+        drop(output);
         writer_link.close();
     });
 
@@ -143,17 +165,18 @@ pub(crate) async fn spawn(up: &Arc<Upstream>, generation: u64) -> Result<Process
     let reader_up = up.clone();
     let max = up.settings.max_message_size;
     tokio::spawn(async move {
-        let mut reader = LineReader::new(stdout, max);
-        while let Ok(Some(frame)) = reader.next().await {
+        let mut reader = LineReader::new(input, max);
+        loop {
+            let frame = tokio::select! {
+                frame = reader.next() => frame,
+                _ = reader_link.closed(), if stop_reading => break,
+            };
+            let Ok(Some(frame)) = frame else { break };
             reader_up.on_frame(&reader_link, frame);
         }
         reader_link.close();
     });
-    Ok(Process {
-        link,
-        child,
-        stderr: tail,
-    })
+    link
 }
 
 /// Copies the child's stderr to ours as it comes (it is the server's log, for the operator),

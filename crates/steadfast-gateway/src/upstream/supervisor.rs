@@ -23,6 +23,7 @@ use crate::wire::jsonrpc;
 
 enum Conn {
     Stdio(super::stdio::Process),
+    InProcess(Arc<super::Link>),
     #[cfg(feature = "http")]
     Http(Arc<super::Link>),
 }
@@ -31,6 +32,7 @@ impl Conn {
     fn link(&self) -> &Arc<super::Link> {
         match self {
             Conn::Stdio(p) => &p.link,
+            Conn::InProcess(l) => l,
             #[cfg(feature = "http")]
             Conn::Http(l) => l,
         }
@@ -39,6 +41,7 @@ impl Conn {
     async fn ended(&mut self) -> String {
         match self {
             Conn::Stdio(p) => p.ended().await,
+            Conn::InProcess(l) => super::in_process::ended(l).await,
             #[cfg(feature = "http")]
             Conn::Http(l) => {
                 l.closed().await;
@@ -50,6 +53,8 @@ impl Conn {
     async fn terminate(self, grace: Duration) {
         match self {
             Conn::Stdio(p) => p.terminate(grace).await,
+            // Closing the link closes the server's input and stops reading its output.
+            Conn::InProcess(l) => l.close(),
             #[cfg(feature = "http")]
             Conn::Http(l) => super::http::terminate(&l, grace).await,
         }
@@ -368,6 +373,12 @@ async fn connect(up: &Arc<Upstream>, generation: u64) -> Result<Conn, StartFailu
                     why: e.why,
                     hopeless: e.hopeless,
                 })?,
+        ),
+        steadfast_mcp::Upstream::InProcess(_) => Conn::InProcess(
+            super::in_process::open(up, generation).map_err(|e| StartFailure {
+                why: e.why,
+                hopeless: e.hopeless,
+            })?,
         ),
         #[cfg(feature = "http")]
         steadfast_mcp::Upstream::Http { .. } => Conn::Http(
