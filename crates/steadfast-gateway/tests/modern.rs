@@ -119,7 +119,6 @@ async fn stdio_modern_client_needs_no_initialize() {
 /// came from asserted it through `fake_upstream.py`'s envelope count, which that fake keeps
 /// only in its modern-only mode: the assertion could not fail there. Here it does.)
 #[tokio::test]
-#[ignore = "fails on main: a modern client's tools/call reaches a handshake-era upstream with the envelope (raw `Params::Plain` passed as is, upstream/pending.rs); reported"]
 async fn a_handshake_era_upstream_never_sees_the_envelope() {
     let fake = plain();
     let mut gw = stdio(support::config(CONFIG), fake.upstream());

@@ -107,9 +107,11 @@ pub(crate) fn resolve<'r>(
     }
     let decoded: &'r Value = decoded;
     let params = match name_at {
-        // Raw params come from a handshake-era request only (`Session::on_tools_call`, after
-        // the session found no 2026-07-28 envelope in them): the upstream need not look again.
-        Some(_) => Params::Plain(text),
+        // Raw params without the 2026-07-28 envelope: the upstream need not look again. (A
+        // modern client's raw params carry it — over stdio they come this way too — and a
+        // handshake-era upstream must not get it: `Raw` has it cut there.)
+        Some(_) if !crate::wire::era::may_be_modern(Some(text)) => Params::Plain(text),
+        Some(_) => Params::Raw(text),
         None => Params::Value(decoded),
     };
     // (Raw params have no progress token: `CallParams::parse` decodes those; `decoded` is
