@@ -1,6 +1,6 @@
-// Live sections: the server sends each section of this page again (as HTML it rendered and
-// sanitized) when it changed; replace them in place. A section being used (focus inside, or
-// boxes ticked for a bulk action) is left alone until it is not.
+// Live sections: the server sends the sections of this page that changed (HTML it rendered
+// and sanitized, with a digest); replace them in place. A section already showing that
+// digest is skipped, and one being used (focus inside, or boxes ticked) is left alone.
 (function () {
   var body = document.body;
   if (!body.dataset.live) return;
@@ -10,9 +10,11 @@
   es.addEventListener("sections", function (e) {
     var sections = JSON.parse(e.data);
     for (var id in sections) {
-      var el = document.getElementById(id);
-      if (!el || el.contains(document.activeElement) || el.querySelector("input[type=checkbox]:checked")) continue;
-      el.innerHTML = sections[id];
+      var el = document.getElementById(id), s = sections[id];
+      if (!el || el.dataset.h === s.h) continue;
+      if (el.contains(document.activeElement) || el.querySelector("input[type=checkbox]:checked")) continue;
+      el.innerHTML = s.html;
+      el.dataset.h = s.h;
     }
     body.dataset.updated = String(Date.now());
   });

@@ -37,26 +37,26 @@ pub fn shown(text: &str) -> Cow<'_, str> {
     steadfast::sanitize(text)
 }
 
-/// A time, as an absolute UTC time with how far it is from `now`.
+/// A time, as UTC: the time of day if it is today (by `now`), else the date too. Times are
+/// shown absolute, not "3s ago", so that a section changes only when its data does (live
+/// updates send only sections that changed).
 pub fn when(at: DateTime<Utc>, now: DateTime<Utc>) -> Markup {
-    let secs = (at - now).num_seconds();
-    let rel = if secs.abs() < 1 {
-        "now".to_owned()
-    } else if secs > 0 {
-        format!("in {}", span(secs))
+    let text = if at.date_naive() == now.date_naive() {
+        at.format("%H:%M:%S").to_string()
     } else {
-        format!("{} ago", span(-secs))
+        at.format("%Y-%m-%d %H:%M").to_string()
     };
-    html! { time datetime=(at.to_rfc3339()) title=(at.format("%Y-%m-%d %H:%M:%S UTC")) { (rel) } }
+    html! { time datetime=(at.to_rfc3339()) title=(at.format("%Y-%m-%d %H:%M:%S UTC")) { (text) } }
 }
 
-fn span(secs: i64) -> String {
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
+/// A short digest of a section's HTML: the page and live updates compare it to skip sections
+/// that did not change.
+pub fn digest(html: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: the same in the page and in the live stream of one process.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    html.hash(&mut h);
+    format!("{:016x}", h.finish())
 }
 
 /// A duration in milliseconds, short.
@@ -97,7 +97,7 @@ pub fn shell(base: &str, nav: &[(&str, String)], page: &Page, logout: Option<&st
                 main {
                     h1 { (page.title) }
                     @for s in &page.sections {
-                        section id=(s.id) { (s.html) }
+                        section id=(s.id) data-h=(digest(&s.html.0)) { (s.html) }
                     }
                 }
                 script src={ (base) "/assets/console.js" } {}

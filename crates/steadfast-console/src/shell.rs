@@ -208,7 +208,9 @@ async fn page(
     }
 }
 
-/// Live updates of one page: its sections again, as JSON `{id: html}`, whenever they change.
+/// Live updates of one page: every refresh period its sections are rendered again, and those
+/// that changed since the last event are sent as JSON `{id: {"h": digest, "html": html}}`
+/// (the first event holds them all; the page skips those whose digest it already shows).
 async fn live(
     State(s): State<Shell>,
     Query(query): Query<HashMap<String, String>>,
@@ -219,36 +221,68 @@ async fn live(
         Some((p, q)) => (p.to_owned(), q.to_owned()),
         None => (target, String::new()),
     };
-    let page_query: HashMap<String, String> = serde_urlencoded_pairs(&q);
+    let live = Live {
+        shell: s.clone(),
+        path,
+        query: query_pairs(&q),
+        visitor,
+        sent: HashMap::new(),
+        first: true,
+    };
     let every = s.core.opts.refresh;
-    let state = (s, path, page_query, visitor, String::new(), true);
-    let stream = futures_util::stream::unfold(state, move |mut st| async move {
+    let stream = futures_util::stream::unfold(live, move |mut l| async move {
         loop {
-            if !st.5 {
+            if !l.first {
                 tokio::time::sleep(every).await;
             }
-            st.5 = false;
-            let Ok(page) = st.0.pages.render(&st.1, &st.2, &st.3).await else {
-                continue;
-            };
-            let map: serde_json::Map<String, serde_json::Value> = page
-                .sections
-                .into_iter()
-                .map(|sec| (sec.id.to_owned(), sec.html.into_string().into()))
-                .collect();
-            let data = serde_json::Value::Object(map).to_string();
-            if data != st.4 {
-                st.4 = data.clone();
-                let event = Event::default().event("sections").data(data);
-                return Some((Ok(event), st));
+            l.first = false;
+            if let Some(event) = l.changes().await {
+                return Some((Ok(event), l));
             }
         }
     });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
+/// One live stream's state: what it watches, and the digests it sent last.
+struct Live {
+    shell: Shell,
+    path: String,
+    query: HashMap<String, String>,
+    visitor: Visitor,
+    sent: HashMap<&'static str, String>,
+    first: bool,
+}
+
+impl Live {
+    /// The sections that changed, as an event; `None` when none did (or the page failed:
+    /// the next period tries again, and the page keeps what it shows).
+    async fn changes(&mut self) -> Option<Event> {
+        let page = self
+            .shell
+            .pages
+            .render(&self.path, &self.query, &self.visitor)
+            .await
+            .ok()?;
+        let mut changed = serde_json::Map::new();
+        for sec in page.sections {
+            let html = sec.html.into_string();
+            let h = layout::digest(&html);
+            if self.sent.get(sec.id) != Some(&h) {
+                changed.insert(sec.id.to_owned(), serde_json::json!({ "h": h, "html": html }));
+                self.sent.insert(sec.id, h);
+            }
+        }
+        (!changed.is_empty()).then(|| {
+            Event::default()
+                .event("sections")
+                .data(serde_json::Value::Object(changed).to_string())
+        })
+    }
+}
+
 /// `a=1&b=2` into pairs (percent-decoded); malformed pairs are skipped.
-fn serde_urlencoded_pairs(q: &str) -> HashMap<String, String> {
+fn query_pairs(q: &str) -> HashMap<String, String> {
     let decode = |s: &str| {
         percent_encoding::percent_decode_str(&s.replace('+', " "))
             .decode_utf8_lossy()

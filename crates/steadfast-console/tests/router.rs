@@ -200,7 +200,7 @@ async fn live_updates_send_the_sections_of_a_page() {
     let mut body = resp.into_body();
     let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
     let event = String::from_utf8(frame.to_vec()).unwrap();
-    assert!(event.starts_with("event: sections\ndata: {\"jobs\":"), "{event}");
+    assert!(event.starts_with("event: sections\ndata: {\"jobs\":{\"h\":"), "{event}");
     assert!(event.contains(&format!("job-{}", f.dead)));
     assert!(!event.contains("hunter2"));
 }
