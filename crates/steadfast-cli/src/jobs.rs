@@ -7,7 +7,12 @@ use steadfast_jobs::cli::{JobsArgs, JobsCommand};
 #[derive(Debug, clap::Args)]
 pub struct JobsCli {
     /// The store: sqlite://path or postgres://… (`--store` is the same).
-    #[arg(long, visible_alias = "store", env = "STEADFAST_JOBS_DB", global = true)]
+    #[arg(
+        long,
+        visible_alias = "store",
+        env = "STEADFAST_JOBS_DB",
+        global = true
+    )]
     db: Option<String>,
     /// PostgreSQL schema holding the tables.
     #[arg(long, global = true)]
@@ -31,9 +36,9 @@ enum JobsTop {
 
 /// Runs a `jobs` command on stdout.
 pub async fn run(cli: JobsCli) -> anyhow::Result<()> {
-    let db = cli
-        .db
-        .ok_or_else(|| anyhow::anyhow!("the store is required: --db (or --store) URL, or STEADFAST_JOBS_DB"))?;
+    let db = cli.db.ok_or_else(|| {
+        anyhow::anyhow!("the store is required: --db (or --store) URL, or STEADFAST_JOBS_DB")
+    })?;
     let mut out = std::io::stdout();
     let done = match cli.command {
         JobsTop::Console(args) => steadfast_console::cli::run(db, cli.schema, args, &mut out).await,

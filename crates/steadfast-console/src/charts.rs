@@ -1,5 +1,8 @@
 //! Charts as SVG drawn on the server from numbers only (no script, no chart library): jobs
 //! finished per minute, and start-latency percentiles per minute.
+//!
+//! SVG elements are written with explicit end tags (`line … {}`), never as void elements:
+//! inside HTML, an SVG `<line>` without `/>` or `</line>` swallows what follows it.
 
 use maud::{Markup, html};
 use steadfast_jobs::inspect::{LATENCY_BOUNDS_MS, Minute};
@@ -21,7 +24,12 @@ fn x_labels(n: usize) -> Markup {
 /// Done (green) and dead (red) jobs per minute, stacked bars.
 pub fn throughput(minutes: &[Minute]) -> Markup {
     let n = minutes.len().max(1);
-    let top = minutes.iter().map(|m| m.done + m.dead).max().unwrap_or(0).max(1);
+    let top = minutes
+        .iter()
+        .map(|m| m.done + m.dead)
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let plot_h = H - BOTTOM - 8.0;
     let bar = (W - LEFT) / n as f64;
     let done: u64 = minutes.iter().map(|m| m.done).sum();
@@ -32,8 +40,8 @@ pub fn throughput(minutes: &[Minute]) -> Markup {
     html! {
         figure.chart {
             svg width=(W) height=(H) viewBox={ "0 0 " (W) " " (H) } role="img" aria-label=(label) {
-                line x1=(LEFT) y1=(8) x2=(LEFT) y2=(H - BOTTOM) stroke="#d0d7de";
-                line x1=(LEFT) y1=(H - BOTTOM) x2=(W) y2=(H - BOTTOM) stroke="#d0d7de";
+                line x1=(LEFT) y1=(8) x2=(LEFT) y2=(H - BOTTOM) stroke="#d0d7de" {}
+                line x1=(LEFT) y1=(H - BOTTOM) x2=(W) y2=(H - BOTTOM) stroke="#d0d7de" {}
                 text x=(LEFT - 6.0) y=(14) font-size="11" fill="#57606a" text-anchor="end" { (top) }
                 text x=(LEFT - 6.0) y=(H - BOTTOM) font-size="11" fill="#57606a" text-anchor="end" { "0" }
                 @for (i, m) in minutes.iter().enumerate() {
@@ -71,7 +79,11 @@ pub fn latency(minutes: &[Minute]) -> Markup {
             .unwrap_or(levels - 1);
         H - BOTTOM - plot_h * (level + 1) as f64 / levels as f64
     };
-    let series = [(0.5, "p50", "#0b57d0"), (0.95, "p95", "#9a6700"), (0.99, "p99", "#b3261e")];
+    let series = [
+        (0.5, "p50", "#0b57d0"),
+        (0.95, "p95", "#9a6700"),
+        (0.99, "p99", "#b3261e"),
+    ];
     let worst = minutes.iter().filter_map(|m| m.quantile_ms(0.99)).max();
     let label = match worst {
         Some(w) => format!(
@@ -83,19 +95,24 @@ pub fn latency(minutes: &[Minute]) -> Markup {
     html! {
         figure.chart {
             svg width=(W) height=(H) viewBox={ "0 0 " (W) " " (H) } role="img" aria-label=(label) {
-                line x1=(LEFT) y1=(8) x2=(LEFT) y2=(H - BOTTOM) stroke="#d0d7de";
-                line x1=(LEFT) y1=(H - BOTTOM) x2=(W) y2=(H - BOTTOM) stroke="#d0d7de";
+                line x1=(LEFT) y1=(8) x2=(LEFT) y2=(H - BOTTOM) stroke="#d0d7de" {}
+                line x1=(LEFT) y1=(H - BOTTOM) x2=(W) y2=(H - BOTTOM) stroke="#d0d7de" {}
                 @for b in [10_i64, 100, 1_000, 10_000, 60_000] {
                     text x=(LEFT - 6.0) y=(y_of(b) + 4.0) font-size="11" fill="#57606a" text-anchor="end" { (crate::layout::ms(b)) }
                 }
                 @for (q, name, colour) in series {
-                    @let points: Vec<String> = minutes.iter().enumerate().filter_map(|(i, m)| {
-                        m.quantile_ms(q).map(|v| format!("{:.1},{:.1}", LEFT + (i as f64 + 0.5) * step, y_of(v)))
+                    @let points: Vec<(f64, f64)> = minutes.iter().enumerate().filter_map(|(i, m)| {
+                        m.quantile_ms(q).map(|v| (LEFT + (i as f64 + 0.5) * step, y_of(v)))
                     }).collect();
-                    @if !points.is_empty() {
-                        polyline points=(points.join(" ")) fill="none" stroke=(colour) stroke-width="1.5" {
+                    @if points.len() > 1 {
+                        @let line: Vec<String> = points.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+                        polyline points=(line.join(" ")) fill="none" stroke=(colour) stroke-width="1.5" {
                             title { (name) }
                         }
+                    }
+                    // A dot per minute too: a lone minute has no line to draw.
+                    @for (x, y) in &points {
+                        circle cx=(format!("{x:.1}")) cy=(format!("{y:.1}")) r="2.5" fill=(colour) { title { (name) } }
                     }
                 }
                 (x_labels(n))

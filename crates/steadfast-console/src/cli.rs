@@ -33,7 +33,11 @@ pub struct ConsoleArgs {
 }
 
 fn humantime_duration(s: &str) -> Result<Duration, String> {
-    let (n, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let (n, unit) = s.trim().split_at(
+        s.trim()
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(s.len()),
+    );
     let n: u64 = n
         .parse()
         .map_err(|_| format!("a duration is a number and ms, s or m, e.g. 2s (got {s:?})"))?;
@@ -41,7 +45,9 @@ fn humantime_duration(s: &str) -> Result<Duration, String> {
         "ms" => Ok(Duration::from_millis(n)),
         "s" | "" => Ok(Duration::from_secs(n)),
         "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("a duration is a number and ms, s or m, e.g. 2s (got {s:?})")),
+        _ => Err(format!(
+            "a duration is a number and ms, s or m, e.g. 2s (got {s:?})"
+        )),
     }
 }
 

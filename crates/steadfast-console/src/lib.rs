@@ -43,4 +43,4 @@ pub mod shell;
 pub use jobs::router as jobs_router;
 pub use options::ConsoleOptions;
 pub use serve::{ServeError, check_listen, serve, serve_on};
-pub use shell::{Pages, PageError};
+pub use shell::{PageError, Pages};

@@ -148,7 +148,12 @@ impl Security {
 
     /// Checks a request's `Host` and session (the login page and assets need no session), and
     /// for a POST its `Origin`.
-    pub fn admit(&self, method: &Method, headers: &HeaderMap, public: bool) -> Result<Visitor, Refusal> {
+    pub fn admit(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        public: bool,
+    ) -> Result<Visitor, Refusal> {
         if !self.host_ok(headers) {
             return Err(Refusal::Host);
         }
@@ -187,7 +192,10 @@ impl Security {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|_, t| t.elapsed() < SESSION_TTL);
         if sessions.len() >= MAX_SESSIONS
-            && let Some(oldest) = sessions.iter().min_by_key(|(_, t)| **t).map(|(k, _)| k.clone())
+            && let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, t)| **t)
+                .map(|(k, _)| k.clone())
         {
             sessions.remove(&oldest);
         }
@@ -276,15 +284,24 @@ mod tests {
         let s = Security::new(&ConsoleOptions::new());
         let get = Method::GET;
         for ok in ["localhost:8080", "127.0.0.1:1", "[::1]:9", "localhost"] {
-            assert!(s.admit(&get, &headers(&[("host", ok)]), false).is_ok(), "{ok}");
+            assert!(
+                s.admit(&get, &headers(&[("host", ok)]), false).is_ok(),
+                "{ok}"
+            );
         }
         for bad in ["evil.example:8080", "10.0.0.1", "localhost.evil.example"] {
             let r = s.admit(&get, &headers(&[("host", bad)]), false);
             assert_eq!(r.unwrap_err(), Refusal::Host, "{bad}");
         }
-        assert_eq!(s.admit(&get, &HeaderMap::new(), false).unwrap_err(), Refusal::Host);
+        assert_eq!(
+            s.admit(&get, &HeaderMap::new(), false).unwrap_err(),
+            Refusal::Host
+        );
         let s = Security::new(&ConsoleOptions::new().allow_host("jobs.internal"));
-        assert!(s.admit(&get, &headers(&[("host", "jobs.internal:80")]), false).is_ok());
+        assert!(
+            s.admit(&get, &headers(&[("host", "jobs.internal:80")]), false)
+                .is_ok()
+        );
     }
 
     #[test]
@@ -316,12 +333,22 @@ mod tests {
         let id = s.login("sesame").unwrap();
         let cookie = format!("other=1; {COOKIE}={id}");
         let me = s
-            .admit(&get, &headers(&[("host", "jobs.example"), ("cookie", &cookie)]), false)
+            .admit(
+                &get,
+                &headers(&[("host", "jobs.example"), ("cookie", &cookie)]),
+                false,
+            )
             .unwrap();
-        assert_ne!(me.csrf, login_page.csrf, "a session's CSRF token is its own");
+        assert_ne!(
+            me.csrf, login_page.csrf,
+            "a session's CSRF token is its own"
+        );
         assert!(s.check_csrf(&me, Some(&me.csrf)).is_ok());
         assert_eq!(s.check_csrf(&me, None).unwrap_err(), Refusal::Csrf);
-        assert_eq!(s.check_csrf(&me, Some(&login_page.csrf)).unwrap_err(), Refusal::Csrf);
+        assert_eq!(
+            s.check_csrf(&me, Some(&login_page.csrf)).unwrap_err(),
+            Refusal::Csrf
+        );
         s.logout(&headers(&[("cookie", &cookie)]));
         let after = headers(&[("host", "jobs.example"), ("cookie", &cookie)]);
         assert_eq!(s.admit(&get, &after, false).unwrap_err(), Refusal::Login);

@@ -130,8 +130,14 @@ pub async fn guard(State(core): State<Arc<Core>>, mut req: Request, next: Next) 
             let h = resp.headers_mut();
             // No framing by other sites, no sniffing, no referrer leaks, scripts only our own.
             h.insert(header::X_FRAME_OPTIONS, "DENY".parse().expect("static"));
-            h.insert(header::X_CONTENT_TYPE_OPTIONS, "nosniff".parse().expect("static"));
-            h.insert(header::REFERRER_POLICY, "same-origin".parse().expect("static"));
+            h.insert(
+                header::X_CONTENT_TYPE_OPTIONS,
+                "nosniff".parse().expect("static"),
+            );
+            h.insert(
+                header::REFERRER_POLICY,
+                "same-origin".parse().expect("static"),
+            );
             h.insert(
                 header::CONTENT_SECURITY_POLICY,
                 "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
@@ -171,11 +177,17 @@ pub fn router(core: Arc<Core>, pages: Arc<dyn Pages>, actions: Router) -> Router
 }
 
 async fn css() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], layout::CSS)
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        layout::CSS,
+    )
 }
 
 async fn js() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], layout::JS)
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        layout::JS,
+    )
 }
 
 fn nav(s: &Shell) -> Vec<(&'static str, String)> {
@@ -269,7 +281,10 @@ impl Live {
             let html = sec.html.into_string();
             let h = layout::digest(&html);
             if self.sent.get(sec.id) != Some(&h) {
-                changed.insert(sec.id.to_owned(), serde_json::json!({ "h": h, "html": html }));
+                changed.insert(
+                    sec.id.to_owned(),
+                    serde_json::json!({ "h": h, "html": html }),
+                );
                 self.sent.insert(sec.id, h);
             }
         }

@@ -45,9 +45,8 @@ async fn console_in_chromium_on_sqlite() {
 #[ignore = "needs Chromium and PostgreSQL: set STEADFAST_TEST_CHROMEDRIVER and STEADFAST_TEST_POSTGRES_URL"]
 async fn console_in_chromium_on_postgres() {
     let driver = chromedriver();
-    let url = std::env::var("STEADFAST_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!("this test needs PostgreSQL: set STEADFAST_TEST_POSTGRES_URL")
-    });
+    let url = std::env::var("STEADFAST_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| panic!("this test needs PostgreSQL: set STEADFAST_TEST_POSTGRES_URL"));
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -67,7 +66,11 @@ impl Drop for Driver {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 async fn start_driver(path: &str) -> Driver {
@@ -81,8 +84,14 @@ async fn start_driver(path: &str) -> Driver {
     let driver = Driver(child, format!("http://127.0.0.1:{port}"));
     // Ready when it accepts connections (it takes a moment to start).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        assert!(Instant::now() < deadline, "chromedriver did not listen within 20 s");
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "chromedriver did not listen within 20 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     driver
@@ -184,8 +193,13 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
     let c = browser(&driver).await;
 
     c.goto(&format!("{base}/")).await.unwrap();
-    c.execute("window.__same_page = 42; return true;", vec![]).await.unwrap();
-    let id = jobs.queue("flaky", &"boom", JobOptions::new()).await.unwrap();
+    c.execute("window.__same_page = 42; return true;", vec![])
+        .await
+        .unwrap();
+    let id = jobs
+        .queue("flaky", &"boom", JobOptions::new())
+        .await
+        .unwrap();
     let queued = Instant::now();
     let probe = jobs.clone();
     let died = tokio::spawn(async move {
@@ -209,7 +223,10 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
         shown.saturating_sub(died) < Duration::from_secs(3),
         "shown {shown:?} after queueing, stored {died:?}: the page lagged 3 s or more"
     );
-    let same = c.execute("return window.__same_page === 42;", vec![]).await.unwrap();
+    let same = c
+        .execute("return window.__same_page === 42;", vec![])
+        .await
+        .unwrap();
     assert_eq!(same, json!(true), "the page was not reloaded");
     assert_eq!(jobs.get(id).await.unwrap().unwrap().state, JobState::Dead);
     screenshot(&c, &format!("overview-{name}")).await;
@@ -228,7 +245,10 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
 
     // The same form with the token, posted from another origin: refused.
     let csrf = c
-        .execute("return document.querySelector('input[name=csrf]').value;", vec![])
+        .execute(
+            "return document.querySelector('input[name=csrf]').value;",
+            vec![],
+        )
         .await
         .unwrap();
     let evil_page = format!(
@@ -257,7 +277,11 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
 
     // Retry from the page: queued again, runs, succeeds; the page shows it.
     c.goto(&format!("{base}/")).await.unwrap();
-    click(&c, &format!("#job-{id} form[action$='/actions/retry'] button")).await;
+    click(
+        &c,
+        &format!("#job-{id} form[action$='/actions/retry'] button"),
+    )
+    .await;
     until(
         &c,
         &format!(
@@ -270,7 +294,13 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
     .await;
     assert_eq!(jobs.get(id).await.unwrap().unwrap().state, JobState::Done);
     c.goto(&format!("{base}/jobs/{id}")).await.unwrap();
-    let job = c.find(Locator::Css("#job")).await.unwrap().text().await.unwrap();
+    let job = c
+        .find(Locator::Css("#job"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(job.contains("done") && job.contains("Attempts"), "{job}");
     screenshot(&c, &format!("job-{name}")).await;
 
@@ -282,8 +312,18 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
     let url = c.current_url().await.unwrap();
     assert_eq!(url.path(), "/login");
     screenshot(&c, &format!("login-{name}")).await;
-    c.find(Locator::Css("#token")).await.unwrap().send_keys(token).await.unwrap();
-    c.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
+    c.find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(token)
+        .await
+        .unwrap();
+    c.find(Locator::Css("form button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     until(
         &c,
         "return document.querySelector('#queues') !== null;",

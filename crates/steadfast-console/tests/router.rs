@@ -36,13 +36,21 @@ async fn fixture() -> Fixture {
     let dead = jobs.queue("bad", &"x", JobOptions::new()).await.unwrap();
     jobs.worker(WorkerConfig::new()).run_once().await.unwrap();
     // An error stored by an older version, or written by hand: the page sanitizes it again.
-    sqlx::query("UPDATE steadfast_jobs SET last_error = 'login failed: password=hunter2' WHERE id = $1")
-        .bind(dead)
-        .execute(jobs.store().pool())
+    sqlx::query(
+        "UPDATE steadfast_jobs SET last_error = 'login failed: password=hunter2' WHERE id = $1",
+    )
+    .bind(dead)
+    .execute(jobs.store().pool())
+    .await
+    .unwrap();
+    jobs.queue("mail", &"arg-secret-42", JobOptions::new())
         .await
         .unwrap();
-    jobs.queue("mail", &"arg-secret-42", JobOptions::new()).await.unwrap();
-    Fixture { jobs, dead, _dir: dir }
+    Fixture {
+        jobs,
+        dead,
+        _dir: dir,
+    }
 }
 
 fn app(f: &Fixture, opts: ConsoleOptions) -> Router {
@@ -50,7 +58,10 @@ fn app(f: &Fixture, opts: ConsoleOptions) -> Router {
 }
 
 fn get(path: &str) -> Request<Body> {
-    Request::get(path).header(header::HOST, HOST).body(Body::empty()).unwrap()
+    Request::get(path)
+        .header(header::HOST, HOST)
+        .body(Body::empty())
+        .unwrap()
 }
 
 fn post(path: &str, form: &str, origin: Option<&str>, cookie: Option<&str>) -> Request<Body> {
@@ -72,7 +83,10 @@ async fn text(resp: Response<Body>) -> String {
 }
 
 fn csrf_of(html: &str) -> String {
-    let at = html.find("name=\"csrf\" value=\"").expect("a form with a CSRF token") + 19;
+    let at = html
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a CSRF token")
+        + 19;
     html[at..].split('"').next().unwrap().to_owned()
 }
 
@@ -82,21 +96,46 @@ async fn pages_render_sanitized_with_arguments_hidden() {
     let app = app(&f, ConsoleOptions::new());
     let resp = app.clone().oneshot(get("/")).await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    let csp = resp.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap().to_owned();
+    let csp = resp.headers()[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(csp.contains("default-src 'self'"), "{csp}");
     let html = text(resp).await;
-    for part in ["Queues", "bad", "mail", "<svg", "Newest dead letters", &format!("id=\"job-{}\"", f.dead)] {
+    for part in [
+        "Queues",
+        "bad",
+        "mail",
+        "<svg",
+        "Newest dead letters",
+        &format!("id=\"job-{}\"", f.dead),
+    ] {
         assert!(html.contains(part), "front page lacks {part:?}");
     }
-    assert!(!html.contains("hunter2"), "the stored error is sanitized again");
+    assert!(
+        !html.contains("hunter2"),
+        "the stored error is sanitized again"
+    );
     assert!(html.contains("password=[redacted]"));
 
     let mail = f.jobs.list(Some(JobState::Available), 1).await.unwrap()[0].id;
-    let page = text(app.clone().oneshot(get(&format!("/jobs/{mail}"))).await.unwrap()).await;
-    assert!(page.contains("Attempts") && !page.contains("arg-secret-42"), "arguments hidden");
+    let page = text(
+        app.clone()
+            .oneshot(get(&format!("/jobs/{mail}")))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        page.contains("Attempts") && !page.contains("arg-secret-42"),
+        "arguments hidden"
+    );
     let shown = self::app(&f, ConsoleOptions::new().show_arguments(true));
     let page = text(shown.oneshot(get(&format!("/jobs/{mail}"))).await.unwrap()).await;
-    assert!(page.contains("arg-secret-42"), "arguments shown when configured");
+    assert!(
+        page.contains("arg-secret-42"),
+        "arguments shown when configured"
+    );
 
     for (path, status) in [
         ("/queues/bad?state=dead", StatusCode::OK),
@@ -117,36 +156,79 @@ async fn pages_render_sanitized_with_arguments_hidden() {
 async fn foreign_hosts_origins_and_missing_csrf_are_refused() {
     let f = fixture().await;
     let app = app(&f, ConsoleOptions::new());
-    let rebinding = Request::get("/").header(header::HOST, "evil.example:9090").body(Body::empty()).unwrap();
-    assert_eq!(app.clone().oneshot(rebinding).await.unwrap().status(), StatusCode::FORBIDDEN);
+    let rebinding = Request::get("/")
+        .header(header::HOST, "evil.example:9090")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(rebinding).await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
 
     let csrf = csrf_of(&text(app.clone().oneshot(get("/")).await.unwrap()).await);
     let form = format!("id={}&csrf={csrf}&back=/", f.dead);
     let no_csrf = format!("id={}&back=/", f.dead);
     let wrong = format!("id={}&csrf=0000&back=/", f.dead);
     for (req, why) in [
-        (post("/actions/retry", &no_csrf, Some(ORIGIN), None), "no CSRF token"),
-        (post("/actions/retry", &wrong, Some(ORIGIN), None), "a wrong CSRF token"),
-        (post("/actions/retry", &form, Some("http://evil.example"), None), "another origin"),
-        (post("/actions/retry", &form, None, None), "no Origin or Referer"),
+        (
+            post("/actions/retry", &no_csrf, Some(ORIGIN), None),
+            "no CSRF token",
+        ),
+        (
+            post("/actions/retry", &wrong, Some(ORIGIN), None),
+            "a wrong CSRF token",
+        ),
+        (
+            post("/actions/retry", &form, Some("http://evil.example"), None),
+            "another origin",
+        ),
+        (
+            post("/actions/retry", &form, None, None),
+            "no Origin or Referer",
+        ),
     ] {
         let resp = app.clone().oneshot(req).await.unwrap();
         assert_eq!(resp.status(), StatusCode::FORBIDDEN, "{why}");
     }
-    assert_eq!(f.jobs.get(f.dead).await.unwrap().unwrap().state, JobState::Dead);
+    assert_eq!(
+        f.jobs.get(f.dead).await.unwrap().unwrap().state,
+        JobState::Dead
+    );
 
-    let resp = app.clone().oneshot(post("/actions/retry", &form, Some(ORIGIN), None)).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(post("/actions/retry", &form, Some(ORIGIN), None))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
     assert_eq!(resp.headers()[header::LOCATION], "/");
-    assert_eq!(f.jobs.get(f.dead).await.unwrap().unwrap().state, JobState::Available);
+    assert_eq!(
+        f.jobs.get(f.dead).await.unwrap().unwrap().state,
+        JobState::Available
+    );
     // Again: nothing to retry, said plainly; an open redirect is not followed.
     let form = format!("id={}&csrf={csrf}&back=//evil.example/", f.dead);
-    let resp = app.clone().oneshot(post("/actions/retry", &form, Some(ORIGIN), None)).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(post("/actions/retry", &form, Some(ORIGIN), None))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     let form = format!("handler=bad&op=pause&csrf={csrf}&back=//evil.example/");
-    let resp = app.clone().oneshot(post("/actions/queue", &form, Some(ORIGIN), None)).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(post("/actions/queue", &form, Some(ORIGIN), None))
+        .await
+        .unwrap();
     assert_eq!(resp.headers()[header::LOCATION], "/");
-    assert!(f.jobs.queues().await.unwrap().iter().any(|q| q.handler == "bad" && q.paused));
+    assert!(
+        f.jobs
+            .queues()
+            .await
+            .unwrap()
+            .iter()
+            .any(|q| q.handler == "bad" && q.paused)
+    );
 }
 
 #[tokio::test]
@@ -154,7 +236,10 @@ async fn an_admin_token_means_a_login_page_and_a_strict_cookie() {
     let f = fixture().await;
     let app = app(&f, ConsoleOptions::new().admin_token("a-long-admin-token"));
     // Any Host is served with a token, but only after logging in.
-    let req = Request::get("/").header(header::HOST, "jobs.example.com").body(Body::empty()).unwrap();
+    let req = Request::get("/")
+        .header(header::HOST, "jobs.example.com")
+        .body(Body::empty())
+        .unwrap();
     let resp = app.clone().oneshot(req).await.unwrap();
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
     assert_eq!(resp.headers()[header::LOCATION], "/login");
@@ -162,31 +247,69 @@ async fn an_admin_token_means_a_login_page_and_a_strict_cookie() {
     assert!(login.contains("Admin token"));
     let csrf = csrf_of(&login);
     let bad = format!("csrf={csrf}&token=guess");
-    let resp = app.clone().oneshot(post("/login", &bad, Some(ORIGIN), None)).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(post("/login", &bad, Some(ORIGIN), None))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     let no_csrf = "token=a-long-admin-token";
-    let resp = app.clone().oneshot(post("/login", no_csrf, Some(ORIGIN), None)).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(post("/login", no_csrf, Some(ORIGIN), None))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
 
     let good = format!("csrf={csrf}&token=a-long-admin-token");
-    let resp = app.clone().oneshot(post("/login", &good, Some(ORIGIN), None)).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(post("/login", &good, Some(ORIGIN), None))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-    let set = resp.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    let set = resp.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
     let cookie = set.split(';').next().unwrap().to_owned();
-    let req = Request::get("/").header(header::HOST, HOST).header(header::COOKIE, &cookie).body(Body::empty()).unwrap();
+    let req = Request::get("/")
+        .header(header::HOST, HOST)
+        .header(header::COOKIE, &cookie)
+        .body(Body::empty())
+        .unwrap();
     let page = text(app.clone().oneshot(req).await.unwrap()).await;
     assert!(page.contains("Queues") && page.contains("Log out"));
     // The session's forms carry its own token; the login page's does not act.
     let mine = csrf_of(&page);
     assert_ne!(mine, csrf);
     let form = format!("id={}&csrf={csrf}&back=/", f.dead);
-    let resp = app.clone().oneshot(post("/actions/retry", &form, Some(ORIGIN), Some(&cookie))).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(post("/actions/retry", &form, Some(ORIGIN), Some(&cookie)))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     let form = format!("id={}&csrf={mine}&back=/", f.dead);
-    let resp = app.clone().oneshot(post("/actions/retry", &form, Some(ORIGIN), None)).await.unwrap();
-    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "no session, no action");
-    let resp = app.clone().oneshot(post("/actions/retry", &form, Some(ORIGIN), Some(&cookie))).await.unwrap();
+    let resp = app
+        .clone()
+        .oneshot(post("/actions/retry", &form, Some(ORIGIN), None))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        StatusCode::UNAUTHORIZED,
+        "no session, no action"
+    );
+    let resp = app
+        .clone()
+        .oneshot(post("/actions/retry", &form, Some(ORIGIN), Some(&cookie)))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
 }
 
@@ -194,13 +317,19 @@ async fn an_admin_token_means_a_login_page_and_a_strict_cookie() {
 async fn live_updates_send_the_sections_of_a_page() {
     let f = fixture().await;
     let app = app(&f, ConsoleOptions::new());
-    let resp = app.oneshot(get("/live?path=%2Fqueues%2Fbad%3Fstate%3Ddead")).await.unwrap();
+    let resp = app
+        .oneshot(get("/live?path=%2Fqueues%2Fbad%3Fstate%3Ddead"))
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()[header::CONTENT_TYPE], "text/event-stream");
     let mut body = resp.into_body();
     let frame = body.frame().await.unwrap().unwrap().into_data().unwrap();
     let event = String::from_utf8(frame.to_vec()).unwrap();
-    assert!(event.starts_with("event: sections\ndata: {\"jobs\":{\"h\":"), "{event}");
+    assert!(
+        event.starts_with("event: sections\ndata: {\"jobs\":{\"h\":"),
+        "{event}"
+    );
     assert!(event.contains(&format!("job-{}", f.dead)));
     assert!(!event.contains("hunter2"));
 }

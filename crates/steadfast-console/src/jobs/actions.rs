@@ -71,12 +71,16 @@ fn nothing(done: bool, what: String) -> Result<(), Failed> {
 
 async fn run(p: &JobsPages, action: &str, f: &ActionForm) -> Result<(), Failed> {
     let i = p.cache.inspector();
-    let store = |e: steadfast_jobs::JobsError| Failed(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+    let store =
+        |e: steadfast_jobs::JobsError| Failed(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
     match action {
         "retry" => {
             let id = need(&f.id, "id")?;
             let done = i.retry(id).await.map_err(store)?;
-            nothing(done, format!("job {id} is not dead or cancelled (any more)"))
+            nothing(
+                done,
+                format!("job {id} is not dead or cancelled (any more)"),
+            )
         }
         "discard" => {
             let id = need(&f.id, "id")?;
@@ -86,7 +90,10 @@ async fn run(p: &JobsPages, action: &str, f: &ActionForm) -> Result<(), Failed> 
         "cancel" => {
             let id = need(&f.id, "id")?;
             let done = i.handle().cancel(id).await.map_err(store)?;
-            nothing(done, format!("job {id} has started or finished: it cannot be cancelled"))
+            nothing(
+                done,
+                format!("job {id} has started or finished: it cannot be cancelled"),
+            )
         }
         "retry-dead" => {
             i.retry_dead(f.handler.as_deref()).await.map_err(store)?;
@@ -99,17 +106,28 @@ async fn run(p: &JobsPages, action: &str, f: &ActionForm) -> Result<(), Failed> 
                 "pause" => i.pause_schedule(id).await,
                 "resume" => i.resume_schedule(id).await,
                 "cancel" => i.cancel_schedule(id).await,
-                _ => return Err(Failed(StatusCode::BAD_REQUEST, "op must be pause, resume or cancel".into())),
+                _ => {
+                    return Err(Failed(
+                        StatusCode::BAD_REQUEST,
+                        "op must be pause, resume or cancel".into(),
+                    ));
+                }
             }
             .map_err(store)?;
-            nothing(done, format!("schedule {id} could not be {op}d from its state"))
+            nothing(
+                done,
+                format!("schedule {id} could not be {op}d from its state"),
+            )
         }
         "key" => {
             let key = need(&f.key, "key")?;
             match need(&f.op, "op")?.as_str() {
                 "pause" => i.pause_key(&key).await.map_err(store),
                 "resume" => i.resume_key(&key).await.map(|_| ()).map_err(store),
-                _ => Err(Failed(StatusCode::BAD_REQUEST, "op must be pause or resume".into())),
+                _ => Err(Failed(
+                    StatusCode::BAD_REQUEST,
+                    "op must be pause or resume".into(),
+                )),
             }
         }
         "queue" => {
@@ -118,9 +136,15 @@ async fn run(p: &JobsPages, action: &str, f: &ActionForm) -> Result<(), Failed> 
             match need(&f.op, "op")?.as_str() {
                 "pause" => jobs.pause_queue(&handler).await.map_err(store),
                 "resume" => jobs.resume_queue(&handler).await.map(|_| ()).map_err(store),
-                _ => Err(Failed(StatusCode::BAD_REQUEST, "op must be pause or resume".into())),
+                _ => Err(Failed(
+                    StatusCode::BAD_REQUEST,
+                    "op must be pause or resume".into(),
+                )),
             }
         }
-        other => Err(Failed(StatusCode::NOT_FOUND, format!("no action {other:?}"))),
+        other => Err(Failed(
+            StatusCode::NOT_FOUND,
+            format!("no action {other:?}"),
+        )),
     }
 }

@@ -78,7 +78,11 @@ fn route(path: &str, q: &HashMap<String, String>) -> Result<(String, Want), Page
             let state = parse_state(q.get("state"), JobState::Available)?;
             let before = parse_id(q.get("before"), "before")?;
             (
-                format!("Queue {} · {}", crate::layout::shown(&handler), state.as_str()),
+                format!(
+                    "Queue {} · {}",
+                    crate::layout::shown(&handler),
+                    state.as_str()
+                ),
                 Want::Jobs {
                     handler: Some(handler),
                     state,
@@ -133,7 +137,8 @@ impl JobsPages {
             base: &self.core.opts.base,
             csrf: &visitor.csrf,
             back,
-            now: chrono::DateTime::from_timestamp_millis(self.cache.inspector().now_ms()).unwrap_or_default(),
+            now: chrono::DateTime::from_timestamp_millis(self.cache.inspector().now_ms())
+                .unwrap_or_default(),
             arguments: self.core.opts.show_arguments,
         };
         let sections = match (&*data, &want) {

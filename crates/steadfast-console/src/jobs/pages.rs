@@ -184,7 +184,10 @@ pub fn jobs_page(
         }
     };
     let bulk = state == JobState::Dead && !page.jobs.is_empty();
-    let handler_field: Vec<(&str, String)> = handler.map(|h| ("handler", h.to_owned())).into_iter().collect();
+    let handler_field: Vec<(&str, String)> = handler
+        .map(|h| ("handler", h.to_owned()))
+        .into_iter()
+        .collect();
     vec![Section {
         id: "jobs",
         html: html! {

@@ -158,12 +158,13 @@ impl Inspector {
     /// Stops a schedule for good (see [`Jobs::cancel_schedule`]); a paused one too. False
     /// when it was neither active nor paused.
     pub async fn cancel_schedule(&self, id: i64) -> Result<bool, JobsError> {
-        let paused = sqlx::query("UPDATE steadfast_schedules SET paused = 0 WHERE id = $1 AND paused = 1")
-            .bind(id)
-            .execute(self.jobs.store().pool())
-            .await?
-            .rows_affected()
-            == 1;
+        let paused =
+            sqlx::query("UPDATE steadfast_schedules SET paused = 0 WHERE id = $1 AND paused = 1")
+                .bind(id)
+                .execute(self.jobs.store().pool())
+                .await?
+                .rows_affected()
+                == 1;
         Ok(self.jobs.cancel_schedule(id).await? || paused)
     }
 

@@ -151,7 +151,11 @@ impl Inspector {
         let running = job.state == JobState::Running;
         let next_run = (job.state == JobState::Available).then_some(job.run_at);
         Ok(Some(JobDetail {
-            locked_by: if running { r.try_get("locked_by")? } else { None },
+            locked_by: if running {
+                r.try_get("locked_by")?
+            } else {
+                None
+            },
             lease_until: if running {
                 opt_time(r.try_get("lease_until_ms")?)
             } else {
