@@ -15,6 +15,8 @@ use tokio::sync::Mutex;
 const MAX_ENTRIES: usize = 256;
 
 /// A page's data.
+// Built once per refresh period and shared in an `Arc`: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Data {
     /// The front page.

@@ -281,15 +281,15 @@ pub fn schedule_table(c: &Ctx<'_>, page: &SchedulePage) -> Markup {
                         td { @match s.status { ScheduleStatus::Active => "active", ScheduleStatus::Paused => span.warn { "paused" }, _ => span.muted { "cancelled" } } }
                         td { @for (n, t) in s.next_fires.iter().enumerate() { @if n > 0 { ", " } (when(*t, c.now)) } }
                         td {
-                            @let id = vec![("id", s.id.to_string())];
+                            @let id = ("id", s.id.to_string());
                             @match s.status {
                                 ScheduleStatus::Active => {
-                                    (button(&c.action("schedule"), c.csrf, &c.back, &[id[0].clone(), ("op", "pause".into())], "pause", false)) " "
-                                    (button(&c.action("schedule"), c.csrf, &c.back, &[id[0].clone(), ("op", "cancel".into())], "cancel", true))
+                                    (button(&c.action("schedule"), c.csrf, &c.back, &[id.clone(), ("op", "pause".into())], "pause", false)) " "
+                                    (button(&c.action("schedule"), c.csrf, &c.back, &[id.clone(), ("op", "cancel".into())], "cancel", true))
                                 }
                                 ScheduleStatus::Paused => {
-                                    (button(&c.action("schedule"), c.csrf, &c.back, &[id[0].clone(), ("op", "resume".into())], "resume", false)) " "
-                                    (button(&c.action("schedule"), c.csrf, &c.back, &[id[0].clone(), ("op", "cancel".into())], "cancel", true))
+                                    (button(&c.action("schedule"), c.csrf, &c.back, &[id.clone(), ("op", "resume".into())], "resume", false)) " "
+                                    (button(&c.action("schedule"), c.csrf, &c.back, &[id.clone(), ("op", "cancel".into())], "cancel", true))
                                 }
                                 _ => {}
                             }
