@@ -124,7 +124,7 @@ async fn main() {
     );
     let fresh = || async { Inspector::new(jobs.clone()).minutes(60).await };
     row(
-        "minutes(60), cold (a new console: the whole hour)",
+        "minutes(60), cold (a new console: the newest 7 minutes)",
         time(fresh).await,
     );
     i.minutes(60).await.unwrap();

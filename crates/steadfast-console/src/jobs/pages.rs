@@ -8,6 +8,15 @@ use steadfast_jobs::inspect::{JobDetail, JobPage, QueueCounts, SchedulePage, Sch
 use steadfast_jobs::{Job, JobState, KeyStatus};
 
 use crate::charts;
+
+/// A count as shown: "10,000+" past the inspector's cap.
+fn count(n: u64) -> String {
+    if n > steadfast_jobs::inspect::COUNT_CAP {
+        format!("{}+", steadfast_jobs::inspect::COUNT_CAP)
+    } else {
+        n.to_string()
+    }
+}
 use crate::layout::{Section, button, ms, shown, when};
 
 /// What rendering needs besides the data.
@@ -106,7 +115,7 @@ fn queue_table(c: &Ctx<'_>, queues: &[QueueCounts]) -> Markup {
                             @if q.paused { " " span.warn { "(paused)" } }
                         }
                         @for (s, n) in STATES.iter().zip([q.available, q.running, q.done, q.dead, q.cancelled]) {
-                            td.n { a href=(c.link(&format!("/queues/{h}?state={}", s.as_str()))) class=[(s == &JobState::Dead && n > 0).then_some("bad")] { (n) } }
+                            td.n { a href=(c.link(&format!("/queues/{h}?state={}", s.as_str()))) class=[(s == &JobState::Dead && n > 0).then_some("bad")] { (count(n)) } }
                         }
                         td {
                             @let op = if q.paused { "resume" } else { "pause" };
@@ -174,8 +183,8 @@ pub fn jobs_page(
         @if let Some(q) = queue {
             nav aria-label="states" { p {
                 @for (s, n) in STATES.iter().zip([q.available, q.running, q.done, q.dead, q.cancelled]) {
-                    @if *s == state { strong { (s.as_str()) " (" (n) ")" } } @else {
-                        a href=(c.link(&format!("{path}?state={}", s.as_str()))) { (s.as_str()) " (" (n) ")" }
+                    @if *s == state { strong { (s.as_str()) " (" (count(n)) ")" } } @else {
+                        a href=(c.link(&format!("{path}?state={}", s.as_str()))) { (s.as_str()) " (" (count(n)) ")" }
                     }
                     " · "
                 }

@@ -8,7 +8,8 @@
 //! The query groups in the database (one row per minute and state, never a row per job), over
 //! the `(state, finished_at)` index. A minute that ended more than [`SETTLED_MINUTES`] ago no
 //! longer changes, so it is cached: each refresh reads only the last few minutes, whatever
-//! the throughput, and the first read of an hour is the only one that scans it.
+//! the throughput; a new inspector reads the hour back a few minutes per call (newest first)
+//! rather than all at once.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,9 @@ const MINUTE_MS: i64 = 60_000;
 /// Minutes that may still gain jobs (the current one, and the one before for workers whose
 /// clocks lag); older ones are cached.
 const SETTLED_MINUTES: i64 = 2;
+/// Most settled minutes not cached yet that one call reads (newest first): the first calls
+/// of a new inspector fill the hour back this many minutes at a time.
+const BACKFILL_MINUTES: i64 = 5;
 
 /// Cached minutes, by minute number (ms / 60,000).
 #[derive(Debug, Default)]
@@ -40,21 +44,45 @@ impl MinuteCache {
     ) -> Result<Vec<Minute>, JobsError> {
         let current = now.div_euclid(MINUTE_MS);
         let first = current - minutes + 1;
-        // Read from the first minute not cached yet (all of them the first time).
-        let mut from = first;
-        while from <= current - SETTLED_MINUTES && self.settled.contains_key(&from) {
-            from += 1;
+        // Read the minutes that may still change, and the newest few settled ones not cached
+        // yet (at most BACKFILL_MINUTES, contiguous); older missing ones wait for the next
+        // calls.
+        let settled_end = current - SETTLED_MINUTES;
+        let mut top = settled_end;
+        while top >= first && self.settled.contains_key(&top) {
+            top -= 1;
         }
-        let fresh = read(store, from * MINUTE_MS, (current + 1) * MINUTE_MS).await?;
+        let mut bottom = top + 1;
+        while bottom > first
+            && top - (bottom - 1) < BACKFILL_MINUTES
+            && !self.settled.contains_key(&(bottom - 1))
+        {
+            bottom -= 1;
+        }
+        let mut fresh = read(
+            store,
+            (settled_end + 1) * MINUTE_MS,
+            (current + 1) * MINUTE_MS,
+        )
+        .await?;
+        if bottom <= top {
+            fresh.extend(read(store, bottom * MINUTE_MS, (top + 1) * MINUTE_MS).await?);
+        }
+        let read_now = |m: i64| m > settled_end || (bottom..=top).contains(&m);
         self.settled.retain(|m, _| *m >= first);
         let mut out = Vec::with_capacity(usize::try_from(minutes).unwrap_or(0));
         for m in first..=current {
             let minute = match self.settled.get(&m) {
                 Some(cached) => cached.clone(),
+                None if !read_now(m) => Minute {
+                    at: from_ms(m * MINUTE_MS),
+                    ..Default::default()
+                },
                 None => {
                     let mut minute = fresh.get(&m).cloned().unwrap_or_default();
                     minute.at = from_ms(m * MINUTE_MS);
-                    if m <= current - SETTLED_MINUTES {
+                    minute.read = true;
+                    if m <= settled_end {
                         self.settled.insert(m, minute.clone());
                     }
                     minute

@@ -4,8 +4,9 @@
 //! alike — plus the few actions an operator takes from a console (retry, discard, pause).
 //!
 //! Every query is bounded: lists are pages (keyset pagination on the id, at most
-//! [`MAX_PAGE`] rows), counts are served by an index on `(handler, state, id)`, and the
-//! per-minute history reads only the minutes it has not cached yet.
+//! [`MAX_PAGE`] rows), counts per queue and state stop at [`COUNT_CAP`] (an index range of
+//! at most that many entries on `(handler, state, id)`), and the per-minute history reads
+//! only the minutes it has not cached yet, a few at a time.
 //!
 //! ```
 //! use steadfast_jobs::{JobOptions, JobState, Jobs};
@@ -41,9 +42,17 @@ use crate::{Jobs, JobsError, KeyStatus};
 pub use actions::BulkOutcome;
 use minutes::MinuteCache;
 pub use types::{
-    JobDetail, JobFilter, JobPage, LATENCY_BOUNDS_MS, MAX_PAGE, Minute, QueueCounts, ScheduleInfo,
-    SchedulePage, ScheduleStatus,
+    COUNT_CAP, JobDetail, JobFilter, JobPage, LATENCY_BOUNDS_MS, MAX_PAGE, MAX_QUEUES, Minute,
+    QueueCounts, ScheduleInfo, SchedulePage, ScheduleStatus,
 };
+
+const STATES: [JobState; 5] = [
+    JobState::Available,
+    JobState::Running,
+    JobState::Done,
+    JobState::Dead,
+    JobState::Cancelled,
+];
 
 /// Inspects (and repairs) the store of a [`Jobs`]; cheap to clone.
 #[derive(Debug, Clone)]
@@ -71,26 +80,41 @@ impl Inspector {
         self.jobs.now()
     }
 
-    /// Every queue that has jobs or is paused, by handler name, with its jobs per state.
+    /// Every queue that has jobs or is paused (the first [`MAX_QUEUES`] by name), with its
+    /// jobs per state counted up to [`COUNT_CAP`]: a count above it reads `COUNT_CAP + 1`
+    /// ("more than"), so the cost is bounded however many jobs a queue holds.
     pub async fn queues(&self) -> Result<Vec<QueueCounts>, JobsError> {
         let pool = self.jobs.store().pool();
-        let rows = sqlx::query(
-            "SELECT handler, state, COUNT(*) FROM steadfast_jobs GROUP BY handler, state",
+        // The queues' names, one index probe each (a loose index scan), not a read of every row.
+        let names: Vec<String> = sqlx::query_scalar(
+            "WITH RECURSIVE h(name) AS ( \
+               SELECT MIN(handler) FROM steadfast_jobs \
+               UNION ALL \
+               SELECT (SELECT MIN(j.handler) FROM steadfast_jobs j WHERE j.handler > h.name) FROM h \
+               WHERE h.name IS NOT NULL \
+             ) SELECT name FROM h WHERE name IS NOT NULL LIMIT $1",
         )
+        .bind(i64::from(MAX_QUEUES))
         .fetch_all(pool)
         .await?;
         let mut by_name: BTreeMap<String, QueueCounts> = BTreeMap::new();
-        for r in rows {
-            let handler: String = r.try_get(0)?;
-            let state: String = r.try_get(1)?;
-            let n = u64::try_from(r.try_get::<i64, _>(2)?).unwrap_or(0);
-            by_name
-                .entry(handler.clone())
-                .or_insert_with(|| QueueCounts {
-                    handler,
-                    ..Default::default()
-                })
-                .add(JobState::parse(&state), n);
+        for handler in names {
+            let mut q = QueueCounts {
+                handler: handler.clone(),
+                ..Default::default()
+            };
+            for state in STATES {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM steadfast_jobs WHERE handler = $1 AND state = $2 LIMIT $3) c",
+                )
+                .bind(&handler)
+                .bind(state.as_str())
+                .bind(i64::try_from(COUNT_CAP + 1).unwrap_or(i64::MAX))
+                .fetch_one(pool)
+                .await?;
+                q.add(state, u64::try_from(n).unwrap_or(0));
+            }
+            by_name.insert(handler, q);
         }
         for q in self.jobs.queues().await? {
             let entry = by_name

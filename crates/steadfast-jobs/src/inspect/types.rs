@@ -7,7 +7,15 @@ use crate::job::{Job, JobId, JobState};
 /// Most rows one page holds.
 pub const MAX_PAGE: u32 = 200;
 
-/// One queue (all jobs of a handler): its jobs per state.
+/// Counts per queue and state stop here: a count of `COUNT_CAP + 1` means "more than
+/// `COUNT_CAP`" (counting a million rows exactly costs a read of a million index entries).
+pub const COUNT_CAP: u64 = 10_000;
+
+/// Most queues [`Inspector::queues`](crate::inspect::Inspector::queues) lists.
+pub const MAX_QUEUES: u32 = 200;
+
+/// One queue (all jobs of a handler): its jobs per state, each counted up to [`COUNT_CAP`]
+/// (`COUNT_CAP + 1` reads "more than `COUNT_CAP`").
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct QueueCounts {
@@ -174,6 +182,9 @@ pub struct Minute {
     /// Start latency (due → first attempt) of the jobs that finished in it on their first
     /// attempt, as counts per bucket of [`LATENCY_BOUNDS_MS`] (plus one for the rest).
     pub latency: [u64; 12],
+    /// False for a minute not read yet: a new inspector reads the hour back a few minutes
+    /// per call, so no single call reads an hour of finished jobs.
+    pub read: bool,
 }
 
 impl Minute {
