@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use common::Db;
 use steadfast::ErrorClass;
-use steadfast_jobs::inspect::{Inspector, JobFilter, ScheduleStatus};
+use steadfast_jobs::inspect::{COUNT_CAP, Inspector, JobFilter, ScheduleStatus};
 use steadfast_jobs::{
     JobContext, JobOptions, JobState, Jobs, KeyLimits, ManualClock, ScheduleOptions, When,
     WorkerConfig, handler,
@@ -41,6 +41,8 @@ both!(
     schedules_pause_resume_cancel,
     keys_and_paused_queues,
     minutes_count_finished_jobs_and_latency,
+    counts_stop_at_the_cap,
+    a_new_inspector_reads_the_hour_back_a_few_minutes_at_a_time,
 );
 
 async fn counts_pages_and_detail(db: Db) {
@@ -299,4 +301,49 @@ async fn minutes_count_finished_jobs_and_latency(db: Db) {
     jobs.store().purge(JobState::Done, i64::MAX).await.unwrap();
     let m = i.minutes(5).await.unwrap();
     assert_eq!((m[2].done, m[4].done), (3, 0));
+}
+
+async fn counts_stop_at_the_cap(db: Db) {
+    let clock = ManualClock::at(t0());
+    let jobs = connect(&db, &clock).await;
+    let over = COUNT_CAP as usize + 5;
+    jobs.queue_many("ok", (0..over).map(|i| i.to_string()))
+        .await
+        .unwrap();
+    jobs.queue_many("bad", ["a", "b"]).await.unwrap();
+    jobs.pause_queue("idle").await.unwrap();
+    let q = Inspector::new(jobs).queues().await.unwrap();
+    let names: Vec<_> = q.iter().map(|q| q.handler.as_str()).collect();
+    assert_eq!(names, ["bad", "idle", "ok"]);
+    assert_eq!(
+        (q[0].available, q[2].available, q[2].done),
+        (2, COUNT_CAP + 1, 0)
+    );
+}
+
+async fn a_new_inspector_reads_the_hour_back_a_few_minutes_at_a_time(db: Db) {
+    let clock = ManualClock::at(t0());
+    let jobs = connect(&db, &clock).await;
+    let w = jobs.worker(WorkerConfig::new());
+    // One job done in each of 20 minutes.
+    for i in 0..20 {
+        jobs.queue("ok", &format!("{i}"), JobOptions::new())
+            .await
+            .unwrap();
+        w.run_once().await.unwrap();
+        clock.advance(Duration::from_secs(60));
+    }
+    let i = Inspector::new(jobs.clone());
+    let known = |m: &[steadfast_jobs::inspect::Minute]| m.iter().filter(|m| m.read).count();
+    let done = |m: &[steadfast_jobs::inspect::Minute]| m.iter().map(|m| m.done).sum::<u64>();
+    // The current and previous minutes, and the 5 newest settled ones: 7 of 30.
+    let m = i.minutes(30).await.unwrap();
+    assert_eq!((known(&m), done(&m)), (7, 6));
+    let m = i.minutes(30).await.unwrap();
+    assert_eq!((known(&m), done(&m)), (12, 11));
+    for _ in 0..4 {
+        i.minutes(30).await.unwrap();
+    }
+    let m = i.minutes(30).await.unwrap();
+    assert_eq!((known(&m), done(&m)), (30, 20));
 }
