@@ -1,7 +1,7 @@
 //! What an operator does from a console: retry or discard dead letters (one, or a bounded
 //! batch), pause, resume or cancel a schedule, pause or resume a key. Each reuses the store's
-//! own operation where there is one ([`Jobs::requeue`], [`Jobs::cancel_schedule`],
-//! [`Jobs::pause_key`], [`Jobs::resume_key`]).
+//! own operation where there is one ([`Jobs::requeue`](crate::Jobs::requeue), [`Jobs::cancel_schedule`](crate::Jobs::cancel_schedule),
+//! [`Jobs::pause_key`](crate::Jobs::pause_key), [`Jobs::resume_key`](crate::Jobs::resume_key)).
 
 use std::borrow::Cow;
 
@@ -155,7 +155,7 @@ impl Inspector {
         Ok(true)
     }
 
-    /// Stops a schedule for good (see [`Jobs::cancel_schedule`]); a paused one too. False
+    /// Stops a schedule for good (see [`Jobs::cancel_schedule`](crate::Jobs::cancel_schedule)); a paused one too. False
     /// when it was neither active nor paused.
     pub async fn cancel_schedule(&self, id: i64) -> Result<bool, JobsError> {
         let paused =
@@ -168,12 +168,12 @@ impl Inspector {
         Ok(self.jobs.cancel_schedule(id).await? || paused)
     }
 
-    /// Pauses a key (see [`Jobs::pause_key`]).
+    /// Pauses a key (see [`Jobs::pause_key`](crate::Jobs::pause_key)).
     pub async fn pause_key(&self, key: &str) -> Result<(), JobsError> {
         self.jobs.pause_key(key).await
     }
 
-    /// Resumes a key (see [`Jobs::resume_key`]). False when it was not paused.
+    /// Resumes a key (see [`Jobs::resume_key`](crate::Jobs::resume_key)). False when it was not paused.
     pub async fn resume_key(&self, key: &str) -> Result<bool, JobsError> {
         self.jobs.resume_key(key).await
     }

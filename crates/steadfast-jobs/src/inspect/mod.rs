@@ -39,7 +39,7 @@ use crate::job::{JobId, JobState, opt_time};
 use crate::recurrence::Recurrence;
 use crate::row::{JOB_COLS, JobRow};
 use crate::{Jobs, JobsError, KeyStatus};
-pub use actions::BulkOutcome;
+pub use actions::{BULK_MAX, BulkOutcome};
 use minutes::MinuteCache;
 pub use types::{
     COUNT_CAP, JobDetail, JobFilter, JobPage, LATENCY_BOUNDS_MS, MAX_PAGE, MAX_QUEUES, Minute,
