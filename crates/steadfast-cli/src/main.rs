@@ -109,8 +109,9 @@ Quick flags layer over the defaults; a --config file's own settings win over the
         #[command(subcommand)]
         experiment: sim_report::Experiment,
     },
-    /// Inspect and repair a durable job store: list, show, dead, requeue, purge, stats.
-    Jobs(jobs::JobsArgs),
+    /// Inspect and repair a durable job store: list, show, dead, requeue, purge, stats; or
+    /// serve its console in a browser (`jobs console`).
+    Jobs(jobs::JobsCli),
 }
 
 /// The common case without a config file: retries and bounds from the command line.

@@ -32,6 +32,7 @@ mod decide;
 mod error;
 mod guards;
 mod handler;
+pub mod inspect;
 mod job;
 mod jobs;
 mod keys_seen;

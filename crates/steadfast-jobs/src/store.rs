@@ -100,7 +100,7 @@ pub struct Store {
 static DRIVERS: Once = Once::new();
 
 fn migrator(backend: Backend) -> Migrator {
-    let sql: [(&str, &'static str); 3] = match backend {
+    let sql: [(&str, &'static str); 4] = match backend {
         Backend::Sqlite => [
             ("jobs", include_str!("../migrations/sqlite/0001_jobs.sql")),
             (
@@ -108,6 +108,10 @@ fn migrator(backend: Backend) -> Migrator {
                 include_str!("../migrations/sqlite/0002_limits.sql"),
             ),
             ("trace", include_str!("../migrations/sqlite/0003_trace.sql")),
+            (
+                "console",
+                include_str!("../migrations/sqlite/0004_console.sql"),
+            ),
         ],
         Backend::Postgres => [
             ("jobs", include_str!("../migrations/postgres/0001_jobs.sql")),
@@ -118,6 +122,10 @@ fn migrator(backend: Backend) -> Migrator {
             (
                 "trace",
                 include_str!("../migrations/postgres/0003_trace.sql"),
+            ),
+            (
+                "console",
+                include_str!("../migrations/postgres/0004_console.sql"),
             ),
         ],
     };
