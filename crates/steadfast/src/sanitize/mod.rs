@@ -39,6 +39,7 @@ mod entropy;
 mod generic;
 mod json;
 mod places;
+mod prefilter;
 mod rule;
 mod rules;
 mod sanitizer;
