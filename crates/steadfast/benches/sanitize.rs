@@ -188,13 +188,9 @@ impl Sequential {
     }
 }
 
-fn variants() -> [(&'static str, Sanitizer); 3] {
+fn variants() -> [(&'static str, Sanitizer); 2] {
     [
         ("steadfast", Sanitizer::builder().build().unwrap()),
-        (
-            "no_prefilter",
-            Sanitizer::builder().prefilter(false).build().unwrap(),
-        ),
         (
             "rules_only",
             Sanitizer::builder().generic_layer(false).build().unwrap(),

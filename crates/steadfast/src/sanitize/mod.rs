@@ -39,7 +39,6 @@ mod entropy;
 mod generic;
 mod json;
 mod places;
-mod prefilter;
 mod rule;
 mod rules;
 mod sanitizer;

@@ -29,9 +29,6 @@ macro_rules! foreign_word {
     };
 }
 
-/// The credential words of other languages, for the prefilter's triggers.
-pub(super) const FOREIGN_WORDS: &str = foreign_word!();
-
 /// A word of prose in any script (lowercase, Capitalized, UPPERCASE or holding a non-ASCII
 /// character), never a token with digits: the words a value may stand behind.
 macro_rules! prose {

@@ -8,7 +8,6 @@ use regex_automata::{Anchored, Input, meta};
 
 use super::generic::{GENERIC_RULES, Generic};
 use super::places::{PLACES_EARLY, PLACES_LATE};
-use super::prefilter::{Gate, window_start};
 use super::rule::Rule;
 
 /// How a match is judged before it is replaced.
@@ -53,9 +52,6 @@ pub struct Sanitizer {
     /// a generic value is checked for a rule's match inside it.
     rules_regex: Option<meta::Regex>,
     generic_regex: Option<meta::Regex>,
-    /// The triggers in front of `regex` (`prefilter.rs`), when the rules are exactly the
-    /// built-in ones (with or without the generic layer): the triggers are written for them.
-    gate: Option<Gate>,
 }
 
 /// A match of one rule of the table.
@@ -137,7 +133,6 @@ impl Sanitizer {
         SanitizerBuilder {
             extra: Vec::new(),
             generic: true,
-            prefilter: true,
         }
     }
 
@@ -244,7 +239,6 @@ impl Sanitizer {
             first_generic,
             rules_regex,
             generic_regex,
-            gate: None,
         })
     }
 
@@ -391,36 +385,13 @@ impl Sanitizer {
         let mut rescan_budget = text.len() + 4096;
         // A match found by a second look at a rejected span's start.
         let mut pending: Option<Match> = None;
-        // The first trigger at or after the last position the gate searched from (`at` only
-        // grows), and whether it was searched for yet.
-        let mut trigger: Option<Option<usize>> = None;
         while at <= hay.len() {
             let m = match pending.take() {
                 Some(m) => m,
-                None => {
-                    let from = match &self.gate {
-                        None => at,
-                        Some(gate) => {
-                            let t = match trigger {
-                                Some(Some(t)) if t >= at => Some(t),
-                                Some(None) => None,
-                                _ => {
-                                    let (t, covered) = gate.next_trigger(hay, at);
-                                    *work += covered;
-                                    trigger = Some(t);
-                                    t
-                                }
-                            };
-                            // No trigger: no match starts from here on.
-                            let Some(t) = t else { break };
-                            window_start(hay, at, t)
-                        }
-                    };
-                    match self.find(Which::All, hay, (from, hay.len()), false, work) {
-                        Some(m) => m,
-                        None => break,
-                    }
-                }
+                None => match self.find(Which::All, hay, (at, hay.len()), false, work) {
+                    Some(m) => m,
+                    None => break,
+                },
             };
             let Judged {
                 start,
@@ -535,7 +506,6 @@ impl Sanitizer {
 pub struct SanitizerBuilder {
     extra: Vec<Rule>,
     generic: bool,
-    prefilter: bool,
 }
 
 impl SanitizerBuilder {
@@ -557,20 +527,10 @@ impl SanitizerBuilder {
         self
     }
 
-    /// Whether to run the trigger gate in front of the scan (default: yes; it only applies to
-    /// the built-in rules, with or without the generic layer). The result is the same either
-    /// way: for tests that compare the two, and benchmarks.
-    #[doc(hidden)]
-    pub fn prefilter(mut self, enabled: bool) -> Self {
-        self.prefilter = enabled;
-        self
-    }
-
     /// Compiles the rules. An invalid extra rule is an error that names it.
     ///
     /// See [`Sanitizer::builder`] for an example.
     pub fn build(self) -> Result<Sanitizer, regex::Error> {
-        let gated = self.prefilter && self.extra.is_empty();
         let rules = super::BUILTIN_RULES
             .iter()
             .cloned()
@@ -585,15 +545,11 @@ impl SanitizerBuilder {
         } else {
             Vec::new()
         };
-        let mut sanitizer = Sanitizer::compile_layers(rules, &generic)?;
-        if gated {
-            sanitizer.gate = Some(Gate::new());
-        }
-        Ok(sanitizer)
+        Sanitizer::compile_layers(rules, &generic)
     }
 }
 
-pub(super) fn builder() -> meta::Builder {
+fn builder() -> meta::Builder {
     let mut b = meta::Builder::new();
     // Built-in patterns use byte classes such as `(?-u:[^\s])`, which may match part of a
     // character; the scan widens every span to whole characters.
