@@ -263,22 +263,16 @@ mod apalis_pg {
         let backend = PostgresStorage::new(&pool)
             .with_config(config)
             .with_pubsub();
-        let start = |backend| {
-            let worker = WorkerBuilder::new("bench")
-                .backend(backend)
-                .concurrency(c.workers)
-                .parallelize(tokio::spawn)
-                .build(noop);
-            tokio::spawn(async move {
-                let _ = worker.run().await;
-            });
-        };
-        let sink = Arc::new(tokio::sync::Mutex::new(backend.clone()));
+        let worker = WorkerBuilder::new("bench")
+            .backend(backend.clone())
+            .concurrency(c.workers)
+            .parallelize(tokio::spawn)
+            .build(noop);
+        let sink = Arc::new(tokio::sync::Mutex::new(backend));
         let s1 = sink.clone();
         let one = move |s: Stamp| {
             let b = s1.clone();
             async move {
-                // One storage per caller would be closer to 16 processes; a clone is cheap.
                 let mut b = b.lock().await.clone();
                 b.push(s).await.expect("push");
             }
@@ -290,16 +284,36 @@ mod apalis_pg {
                 b.push_bulk(ss).await.expect("push_bulk");
             }
         };
+        // Its worker future is polled here, not spawned (its type is not `'static` enough for
+        // `tokio::spawn`): in burn it starts after the enqueue, as the other runners do.
+        let run = worker.run();
+        tokio::pin!(run);
+        let finished = async {
+            let tr = TRACKER.get().expect("tracker");
+            while tr.ended.lock().unwrap().is_none() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
         if c.scenario == "burn" {
             let e = enqueue_all(c, one, many).await;
             let began = Instant::now();
-            start(backend);
+            tokio::select! {
+                _ = &mut run => panic!("apalis worker stopped"),
+                _ = finished => {}
+            }
             (e, began)
         } else {
-            start(backend);
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let began = Instant::now();
-            (enqueue_all(c, one, many).await, began)
+            let work = async {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let began = Instant::now();
+                let e = enqueue_all(c, one, many).await;
+                finished.await;
+                (e, began)
+            };
+            tokio::select! {
+                _ = &mut run => panic!("apalis worker stopped"),
+                r = work => r,
+            }
         }
     }
 }

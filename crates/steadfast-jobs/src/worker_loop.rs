@@ -200,8 +200,9 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
                 claiming = None;
                 idle = took(&s, r, &mut buffer);
             }
-            // A slot is free: start the next buffered job, or claim for it.
-            p = slots.clone().acquire_owned(), if free == 0 => drop(p),
+            // A slot is free: start the next buffered job, or claim for it. (A slot that
+            // freed since `start_buffered` looked, with jobs at hand, completes at once.)
+            p = slots.clone().acquire_owned(), if free == 0 || !buffer.is_empty() => drop(p),
             _ = woken.as_mut(), if asleep => idle = None,
             _ = ended.notified(), if blocked => idle = None,
             _ = tokio::time::sleep_until(until), if asleep => idle = None,
@@ -269,7 +270,11 @@ async fn run_one(
     ended: Arc<Notify>,
 ) {
     let r = if stale {
-        release(&shared, &row).await
+        let r = release(&shared, &row).await;
+        // It is claimable again (no `NOTIFY` for an update): a loop idle since its last
+        // claim came back short looks again.
+        shared.jobs.inner.wake.notify_waiters();
+        r
     } else {
         shared.run(row).await
     };
