@@ -106,6 +106,9 @@ impl Pace {
 /// What a claim task brings back.
 struct Claimed {
     rows: Result<Vec<JobRow>, JobsError>,
+    /// When the claim started (no later than its leases did): a kept job's age counts from
+    /// here, not from when the loop got round to taking the rows.
+    at: i64,
     /// Fewer claimed than asked for: nothing else is claimable now.
     short: bool,
     /// Then, when the next job is due (if the store said).
@@ -288,6 +291,7 @@ async fn run_one(
 
 /// Claims up to `want` jobs; with fewer than that due now, also asks when the next one is.
 async fn claim(s: Arc<Shared>, want: usize) -> Claimed {
+    let at = s.jobs.now();
     let rows = s.claim(want).await;
     let short = rows.as_ref().is_ok_and(|r| r.len() < want);
     let next_due = if short {
@@ -297,6 +301,7 @@ async fn claim(s: Arc<Shared>, want: usize) -> Claimed {
     };
     Claimed {
         rows,
+        at,
         short,
         next_due,
     }
@@ -338,7 +343,7 @@ fn took(
             return after(poll);
         }
     };
-    let claimed_at = s.jobs.now();
+    let claimed_at = c.at;
     s.jobs
         .inner
         .kept

@@ -204,7 +204,7 @@ async fn a_backlog_of_short_jobs_is_claimed_beyond_prefetch_each_once(db: Db) {
     let handle = jobs.worker(config).start().unwrap();
     wait_until("all done", async || jobs.stats().await.unwrap().done == n).await;
     handle.shutdown().await.unwrap();
-    let ran = ran.lock().unwrap();
+    let ran = ran.lock().unwrap().clone();
     assert!(ran.values().all(|&k| k == 1), "a job ran twice");
     assert_eq!(ran.len() as u64, n);
     let stats = jobs.stats().await.unwrap();
