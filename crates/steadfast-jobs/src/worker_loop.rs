@@ -179,6 +179,15 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     let ended = Arc::new(Notify::new());
     // Re-armed before each claim, so a job queued while the claim looks wakes the next one.
     let mut woken = Box::pin(wake.notified());
+    // The first `sanitize` compiles the redaction rules: seconds in a debug build on a busy
+    // machine. Left to a job's first failure, it ran on the runtime's thread between deciding
+    // the retry's time and storing it: on a single-threaded runtime this loop overslept its
+    // idle wait by that long, and the retry was stored already due (taken again at once, its
+    // backoff lost). Compiled here on a blocking thread, before the first claim.
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = tokio::task::spawn_blocking(|| drop(sanitize(""))) => {}
+    }
     while !stop.is_cancelled() {
         while tasks.try_join_next().is_some() {}
         chores.run(&s).await;
