@@ -5,7 +5,8 @@
 // 10000,100000), WORKERS (default 1,16), SYSTEMS (default steadfast,steadfast-tuned,
 // graphile-worker,graphile-worker-preset,pg-boss),
 // STEADFAST_BIN (the steadfast runner, built by run.sh), STEADFAST_BEFORE_BIN (the same runner
-// built from another revision: add `steadfast-before` to SYSTEMS).
+// built from another revision: add `steadfast-before` to SYSTEMS), RUST_PEERS_BIN (the
+// graphile_worker crate and apalis runner of benches/jobs-rust-peers, built by run.sh).
 import { spawnSync } from "node:child_process";
 import pg from "pg";
 
@@ -36,7 +37,14 @@ const command = {
   "graphile-worker": [node, here + "graphile.mjs"],
   "graphile-worker-preset": [node, here + "graphile.mjs", "--config=preset"],
   "pg-boss": [node, here + "pgboss.mjs"],
+  // The Rust peers (benches/jobs-rust-peers): the graphile_worker crate, defaults and the
+  // preset; apalis with apalis-postgres.
+  "graphile-rs": [process.env.RUST_PEERS_BIN, "--system=graphile-rs"],
+  "graphile-rs-preset": [process.env.RUST_PEERS_BIN, "--system=graphile-rs-preset"],
+  apalis: [process.env.RUST_PEERS_BIN, "--system=apalis"],
 };
+// apalis stores a failed task's retry without a delay of its own: no retry row for it.
+const skip = (system, scenario) => system === "apalis" && scenario === "retry";
 
 async function resetSchemas() {
   if (url.startsWith("sqlite:")) {
@@ -48,8 +56,13 @@ async function resetSchemas() {
   }
   const c = new pg.Client({ connectionString: url });
   await c.connect();
-  for (const s of ["bench_steadfast", "bench_graphile", "bench_pgboss"]) {
+  for (const s of ["bench_steadfast", "bench_graphile", "bench_pgboss", "bench_graphile_rs", "apalis"]) {
     await c.query(`DROP SCHEMA IF EXISTS ${s} CASCADE`);
+  }
+  // apalis-postgres records its migrations in public._sqlx_migrations (run.sh gives the
+  // harness a database of its own, steadfast_bench, so nothing else's table is dropped).
+  if (new URL(url).pathname === "/steadfast_bench") {
+    await c.query("DROP TABLE IF EXISTS public._sqlx_migrations");
   }
   await c.end();
 }
@@ -68,6 +81,7 @@ for (const scenario of scenarios) {
 const results = [];
 for (const r of runs) {
   for (const system of systems) {
+    if (skip(system, r.scenario)) continue;
     await resetSchemas();
     const [cmd, ...rest] = command[system];
     const argv = [...rest, `--scenario=${r.scenario}`, `--jobs=${r.jobs}`, `--workers=${r.workers}`, `--enqueue=${r.enqueue}`];

@@ -1,21 +1,29 @@
-//! The worker loop: claim, keep a few claimed jobs at hand, start them as slots free up.
+//! The worker loop: claim, keep claimed jobs at hand, start them as slots free up.
 //!
 //! Why a local buffer (graphile-worker's "local queue"): with one claim per freed slot, a
 //! worker of concurrency 1 pays a database round trip between every two jobs. Claiming up to
-//! `prefetch` jobs beyond the free slots lets the next job start the moment a slot frees,
-//! while the claim for the ones after it overlaps the running handlers. A buffered job holds
-//! its lease without renewal, so one that waited for half its lease is released (its attempt
-//! refunded) instead of run, and shutdown releases the rest: prefetching never makes a job
-//! run twice on its own. A kept job is registered in the process's `kept` map until it starts,
-//! so [`Jobs::cancel`](crate::Jobs::cancel) in this process can still cancel it.
+//! `prefetch` jobs beyond the free slots lets the next job start the moment a slot frees. A
+//! buffered job holds its lease without renewal, so one that waited for half its lease is
+//! released (its attempt refunded) instead of run, and shutdown releases the rest:
+//! prefetching never makes a job run twice on its own. A kept job is registered in the
+//! process's `kept` map until it starts, so [`Jobs::cancel`](crate::Jobs::cancel) in this
+//! process can still cancel it.
+//!
+//! Two things make short jobs fast (issue 35). The claim runs on its own task, so the loop
+//! keeps starting buffered jobs while the next batch is being claimed (before, every slot
+//! that freed during a claim stayed idle until the claim's round trip ended). And the buffer
+//! follows the rate jobs start at: it keeps about [`HORIZON`] of work, at least `prefetch`,
+//! at most `prefetch_max` jobs, so a backlog of no-op jobs is claimed hundreds per statement
+//! while a worker of slow jobs keeps only `prefetch` of them away from other workers.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use steadfast::sanitize;
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::duration_ms;
@@ -23,6 +31,12 @@ use crate::row::JobRow;
 use crate::store::Lease;
 use crate::worker::{Shared, Worker, WorkerHandle};
 use crate::{JobsError, Store};
+
+/// How much work, at the rate jobs have been starting, a worker keeps claimed at hand.
+pub(crate) const HORIZON: Duration = Duration::from_millis(100);
+
+/// How often the start rate is measured.
+const RATE_WINDOW: Duration = Duration::from_millis(100);
 
 impl Worker {
     /// Starts the worker loop on the current runtime.
@@ -39,30 +53,100 @@ impl Worker {
     }
 }
 
-pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<(), JobsError> {
-    let slots = Arc::new(Semaphore::new(s.config.concurrency));
-    let wake = s.jobs.inner.wake.clone();
-    let listener = listen(&s, &stop);
-    let mut tasks = JoinSet::new();
-    let mut buffer: VecDeque<(JobRow, i64)> = VecDeque::new();
-    let rescue_every = duration_ms(s.config.lease / 2).max(100);
-    let stale_after = duration_ms(s.config.lease / 2);
-    let mut last_rescue = i64::MIN;
-    let stats_every = s.config.stats_interval.map(duration_ms);
-    let mut last_stats = i64::MIN;
-    let mut stats_task: Option<tokio::task::JoinHandle<()>> = None;
-    while !stop.is_cancelled() {
-        while tasks.try_join_next().is_some() {}
+/// The buffer's size: `prefetch`, or more while jobs start fast (about [`HORIZON`] of them,
+/// and no more than a quarter of the lease's worth, so none waits long enough to go stale).
+struct Pace {
+    floor: usize,
+    ceiling: usize,
+    horizon: f64,
+    /// Jobs started per second, smoothed over the last few windows.
+    rate: f64,
+    window: Instant,
+    starts: usize,
+}
+
+impl Pace {
+    fn new(s: &Shared) -> Self {
+        Self::with(s.config.prefetch, s.config.prefetch_max, s.config.lease)
+    }
+
+    fn with(prefetch: usize, prefetch_max: usize, lease: Duration) -> Self {
+        Self {
+            floor: prefetch,
+            // `prefetch 0` keeps nothing at hand (jobs cancellable from any process until
+            // they start), whatever the rate.
+            ceiling: if prefetch == 0 {
+                0
+            } else {
+                prefetch_max.max(prefetch)
+            },
+            horizon: HORIZON.min(lease / 4).as_secs_f64(),
+            rate: 0.0,
+            window: Instant::now(),
+            starts: 0,
+        }
+    }
+
+    fn started(&mut self) {
+        self.starts += 1;
+    }
+
+    fn target(&mut self) -> usize {
+        let elapsed = self.window.elapsed();
+        if elapsed >= RATE_WINDOW {
+            let now = self.starts as f64 / elapsed.as_secs_f64();
+            self.rate = (self.rate + now) / 2.0;
+            self.window = Instant::now();
+            self.starts = 0;
+        }
+        ((self.rate * self.horizon) as usize).clamp(self.floor, self.ceiling)
+    }
+}
+
+/// What a claim task brings back.
+struct Claimed {
+    rows: Result<Vec<JobRow>, JobsError>,
+    /// When the claim started (no later than its leases did): a kept job's age counts from
+    /// here, not from when the loop got round to taking the rows.
+    at: i64,
+    /// Fewer claimed than asked for: nothing else is claimable now.
+    short: bool,
+    /// Then, when the next job is due (if the store said).
+    next_due: Option<i64>,
+}
+
+/// The rescue and gauge chores the loop does on its way round.
+struct Chores {
+    rescue_every: i64,
+    last_rescue: i64,
+    stats_every: Option<i64>,
+    last_stats: i64,
+    stats_task: Option<JoinHandle<()>>,
+}
+
+impl Chores {
+    fn new(s: &Shared) -> Self {
+        Self {
+            rescue_every: duration_ms(s.config.lease / 2).max(100),
+            last_rescue: i64::MIN,
+            stats_every: s.config.stats_interval.map(duration_ms),
+            last_stats: i64::MIN,
+            stats_task: None,
+        }
+    }
+
+    async fn run(&mut self, s: &Shared) {
         let now = s.jobs.now();
         // The count reads every row's state: on its own task, one at a time, so a large store
         // never delays a claim.
-        let counting = stats_task.as_ref().is_some_and(|t| !t.is_finished());
-        if let Some(every) =
-            stats_every.filter(|e| !counting && now.saturating_sub(last_stats) >= *e)
+        let counting = self.stats_task.as_ref().is_some_and(|t| !t.is_finished());
+        if let Some(every) = self
+            .stats_every
+            .filter(|e| !counting && now.saturating_sub(self.last_stats) >= *e)
         {
-            last_stats = now;
+            self.last_stats = now;
             let jobs = s.jobs.clone();
-            stats_task = Some(tokio::spawn(async move {
+            self.stats_task = Some(tokio::spawn(async move {
                 match jobs.stats().await {
                     Ok(stats) => stats.export(),
                     Err(e) => {
@@ -71,95 +155,77 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
                 }
             }));
         }
-        if now.saturating_sub(last_rescue) >= rescue_every {
-            last_rescue = now;
+        if now.saturating_sub(self.last_rescue) >= self.rescue_every {
+            self.last_rescue = now;
             if let Err(e) = s.jobs.inner.store.rescue(now).await {
                 tracing::warn!(error = %sanitize(&e.to_string()), "rescuing expired leases failed");
             }
         }
-        // Start buffered jobs in the free slots.
-        while !buffer.is_empty() {
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
-                break;
-            };
-            let Some((row, claimed_at)) = buffer.pop_front() else {
-                break;
-            };
-            if s.jobs.inner.take_kept(row.id).is_none() {
-                // Cancelled while kept: `Jobs::cancel` owns it now.
-                continue;
-            }
-            let shared = s.clone();
-            let wake = wake.clone();
-            let stale = s.jobs.now().saturating_sub(claimed_at) > stale_after;
-            tasks.spawn(async move {
-                let r = if stale {
-                    release(&shared, &row).await
-                } else {
-                    shared.run(row).await
-                };
-                if let Err(e) = r {
-                    tracing::warn!(error = %sanitize(&e.to_string()), "settling a job failed; its lease will expire and it will be retried");
-                }
-                drop(permit);
-                // A slot is free: let the loop start or claim the next.
-                wake.notify_waiters();
-            });
-        }
-        let free = slots.available_permits();
-        // Refill once the buffer is down to half: one claim per half-buffer, not per job.
-        let want = if buffer.len() <= s.config.prefetch / 2 {
-            (free + s.config.prefetch).saturating_sub(buffer.len())
-        } else {
-            0
-        };
-        // Register for wake-ups before looking, so a job queued meanwhile is not missed.
-        let notified = wake.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if want == 0 {
-            // Slots full and the buffer stocked: wait for a slot.
-            tokio::select! {
-                p = slots.clone().acquire_owned() => drop(p),
-                _ = stop.cancelled() => break,
-            }
-            continue;
-        }
-        let rows = match s.claim(want).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %sanitize(&e.to_string()), "claiming jobs failed; retrying after the poll interval");
-                tokio::select! {
-                    _ = tokio::time::sleep(s.config.poll_interval) => {}
-                    _ = stop.cancelled() => {}
-                }
-                continue;
-            }
-        };
-        let got = rows.len();
-        let claimed_at = s.jobs.now();
-        s.jobs
-            .inner
-            .kept
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(rows.iter().map(|r| (r.id, (s.id.clone(), r.attempts))));
-        buffer.extend(rows.into_iter().map(|r| (r, claimed_at)));
-        if got == want || (got > 0 && slots.available_permits() > 0) {
-            continue;
-        }
-        if !buffer.is_empty() {
-            // Work at hand, no free slot: wait for one (or for more work to claim).
-            tokio::select! {
-                p = slots.clone().acquire_owned() => drop(p),
-                _ = stop.cancelled() => break,
-            }
-            continue;
-        }
-        idle(&s, notified, &stop).await;
     }
-    // Stop claiming; hand back what was never started, let running jobs finish (the handle
-    // bounds this by the grace period and then cancels them, which releases their leases).
+}
+
+pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<(), JobsError> {
+    let slots = Arc::new(Semaphore::new(s.config.concurrency));
+    let wake = s.jobs.inner.wake.clone();
+    let listener = listen(&s, &stop);
+    let mut tasks = JoinSet::new();
+    let mut buffer: VecDeque<(JobRow, i64)> = VecDeque::new();
+    let mut chores = Chores::new(&s);
+    let mut pace = Pace::new(&s);
+    let mut claiming: Option<JoinHandle<Claimed>> = None;
+    // Set when a claim came back short: no claim until a wake-up or its time.
+    let mut idle: Option<Idle> = None;
+    // A job ended (its slot is free): wakes a loop idle because due jobs were blocked.
+    let ended = Arc::new(Notify::new());
+    // Re-armed before each claim, so a job queued while the claim looks wakes the next one.
+    let mut woken = Box::pin(wake.notified());
+    // The first `sanitize` compiles the redaction rules: seconds in a debug build on a busy
+    // machine. Left to a job's first failure, it ran on the runtime's thread between deciding
+    // the retry's time and storing it: on a single-threaded runtime this loop overslept its
+    // idle wait by that long, and the retry was stored already due (taken again at once, its
+    // backoff lost). Compiled here on a blocking thread, before the first claim.
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = tokio::task::spawn_blocking(|| drop(sanitize(""))) => {}
+    }
+    while !stop.is_cancelled() {
+        while tasks.try_join_next().is_some() {}
+        chores.run(&s).await;
+        start_buffered(&s, &slots, &ended, &mut buffer, &mut tasks, &mut pace);
+        let free = slots.available_permits();
+        if claiming.is_none() && idle.is_none() {
+            let target = pace.target();
+            let want = (free + target).saturating_sub(buffer.len());
+            // Refill once the buffer is down to half: one claim per half-buffer, not per job.
+            if want > 0 && buffer.len() <= target / 2 {
+                woken = Box::pin(wake.notified());
+                woken.as_mut().enable();
+                claiming = Some(tokio::spawn(claim(s.clone(), want)));
+            }
+        }
+        let asleep = idle.is_some();
+        let blocked = idle.is_some_and(|i| i.blocked);
+        let until = idle.map_or_else(Instant::now, |i| i.until);
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            r = async { claiming.as_mut().expect("a claim in flight").await }, if claiming.is_some() => {
+                claiming = None;
+                idle = took(&s, r, &mut buffer);
+            }
+            // A slot is free: start the next buffered job, or claim for it. (A slot that
+            // freed since `start_buffered` looked, with jobs at hand, completes at once.)
+            p = slots.clone().acquire_owned(), if free == 0 || !buffer.is_empty() => drop(p),
+            _ = woken.as_mut(), if asleep => idle = None,
+            _ = ended.notified(), if blocked => idle = None,
+            _ = tokio::time::sleep_until(until), if asleep => idle = None,
+        }
+    }
+    // Stop claiming; hand back what was never started (and what a claim in flight brings),
+    // let running jobs finish (the handle bounds this by the grace period and then cancels
+    // them, which releases their leases).
+    if let Some(c) = claiming {
+        took(&s, c.await, &mut buffer);
+    }
     for (row, _) in buffer.drain(..) {
         if s.jobs.inner.take_kept(row.id).is_none() {
             continue;
@@ -175,37 +241,146 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     if let Some(l) = listener {
         l.abort();
     }
-    if let Some(t) = stats_task {
+    if let Some(t) = chores.stats_task {
         t.abort();
     }
     Ok(())
 }
 
-/// Nothing to claim: sleep until the next due job, a wake-up, or the poll interval.
-async fn idle(
-    s: &Shared,
-    notified: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
-    stop: &CancellationToken,
+/// Starts buffered jobs in the free slots.
+fn start_buffered(
+    s: &Arc<Shared>,
+    slots: &Arc<Semaphore>,
+    ended: &Arc<Notify>,
+    buffer: &mut VecDeque<(JobRow, i64)>,
+    tasks: &mut JoinSet<()>,
+    pace: &mut Pace,
 ) {
-    let wait = match next_due(&s.jobs.inner.store).await {
-        Ok(Some(due)) => {
-            Duration::from_millis(u64::try_from(due.saturating_sub(s.jobs.now())).unwrap_or(0))
-                .min(s.config.poll_interval)
+    let stale_after = duration_ms(s.config.lease / 2);
+    while !buffer.is_empty() {
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            break;
+        };
+        let Some((row, claimed_at)) = buffer.pop_front() else {
+            break;
+        };
+        if s.jobs.inner.take_kept(row.id).is_none() {
+            // Cancelled while kept: `Jobs::cancel` owns it now.
+            continue;
         }
-        _ => s.config.poll_interval,
-    };
-    // Due but not claimable (an ordering key's head is running, a key is at its limit): look
-    // again soon, without spinning.
-    let wait = if wait.is_zero() {
-        s.config.poll_interval.min(Duration::from_millis(50))
-    } else {
-        wait
-    };
-    tokio::select! {
-        _ = notified => {}
-        _ = tokio::time::sleep(wait) => {}
-        _ = stop.cancelled() => {}
+        pace.started();
+        let stale = s.jobs.now().saturating_sub(claimed_at) > stale_after;
+        tasks.spawn(run_one(s.clone(), row, stale, permit, ended.clone()));
     }
+}
+
+async fn run_one(
+    shared: Arc<Shared>,
+    row: JobRow,
+    stale: bool,
+    permit: OwnedSemaphorePermit,
+    ended: Arc<Notify>,
+) {
+    let r = if stale {
+        let r = release(&shared, &row).await;
+        // It is claimable again (no `NOTIFY` for an update): a loop idle since its last
+        // claim came back short looks again.
+        shared.jobs.inner.wake.notify_waiters();
+        r
+    } else {
+        shared.run(row).await
+    };
+    if let Err(e) = r {
+        tracing::warn!(error = %sanitize(&e.to_string()), "settling a job failed; its lease will expire and it will be retried");
+    }
+    // The loop waits on the semaphore: freeing the slot wakes it.
+    drop(permit);
+    ended.notify_waiters();
+}
+
+/// Claims up to `want` jobs; with fewer than that due now, also asks when the next one is.
+async fn claim(s: Arc<Shared>, want: usize) -> Claimed {
+    let at = s.jobs.now();
+    let rows = s.claim(want).await;
+    let short = rows.as_ref().is_ok_and(|r| r.len() < want);
+    let next_due = if short {
+        next_due(&s.jobs.inner.store).await.ok().flatten()
+    } else {
+        None
+    };
+    Claimed {
+        rows,
+        at,
+        short,
+        next_due,
+    }
+}
+
+/// No claim until `until` or a wake-up; `blocked`: jobs are due but were not claimable (an
+/// ordering key's head is running, a key is at its limit), so a job ending wakes it too.
+#[derive(Clone, Copy)]
+struct Idle {
+    until: Instant,
+    blocked: bool,
+}
+
+/// Takes a claim's rows into the buffer; returns how long to wait before the next claim
+/// (`None`: claim again as soon as there is room).
+fn took(
+    s: &Shared,
+    r: Result<Claimed, tokio::task::JoinError>,
+    buffer: &mut VecDeque<(JobRow, i64)>,
+) -> Option<Idle> {
+    let after = |d: Duration| {
+        Some(Idle {
+            until: Instant::now() + d,
+            blocked: false,
+        })
+    };
+    let poll = s.config.poll_interval;
+    let c = match r {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "the claim task failed; retrying after the poll interval");
+            return after(poll);
+        }
+    };
+    let rows = match c.rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %sanitize(&e.to_string()), "claiming jobs failed; retrying after the poll interval");
+            return after(poll);
+        }
+    };
+    let claimed_at = c.at;
+    s.jobs
+        .inner
+        .kept
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(rows.iter().map(|r| (r.id, (s.id.clone(), r.attempts))));
+    buffer.extend(rows.into_iter().map(|r| (r, claimed_at)));
+    if c.short {
+        // Nothing more is due now (the wake-up armed before this claim catches a job queued
+        // since): no claim until the next due job, a wake-up, or the poll interval.
+        let wait = match c.next_due {
+            Some(due) => {
+                Duration::from_millis(u64::try_from(due.saturating_sub(s.jobs.now())).unwrap_or(0))
+                    .min(poll)
+            }
+            None => poll,
+        };
+        // Due but not claimable (an ordering key's head is running, a key is at its limit):
+        // look again when a job ends, or soon, without spinning.
+        if wait.is_zero() {
+            return Some(Idle {
+                until: Instant::now() + poll.min(Duration::from_millis(50)),
+                blocked: true,
+            });
+        }
+        return after(wait);
+    }
+    None
 }
 
 /// Gives a claimed job back untouched: available now, its attempt refunded.
@@ -271,4 +446,60 @@ fn listen(s: &Arc<Shared>, stop: &CancellationToken) -> Option<tokio::task::Join
 #[cfg(not(feature = "postgres"))]
 fn listen(_: &Arc<Shared>, _: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_buffer_follows_the_start_rate_between_prefetch_and_its_max() {
+        let mut p = Pace::with(32, 512, Duration::from_secs(30));
+        assert_eq!(p.target(), 32, "no rate yet: prefetch");
+        // 2,000 starts a second: about 100 ms of them, 200.
+        for _ in 0..6 {
+            for _ in 0..200 {
+                p.started();
+            }
+            tokio::time::advance(RATE_WINDOW).await;
+            p.target();
+        }
+        let t = p.target();
+        assert!((190..=200).contains(&t), "{t}");
+        // 20,000 a second: capped at prefetch_max.
+        for _ in 0..6 {
+            for _ in 0..2_000 {
+                p.started();
+            }
+            tokio::time::advance(RATE_WINDOW).await;
+            p.target();
+        }
+        assert_eq!(p.target(), 512);
+        // Slow jobs (10 a second): back to prefetch.
+        for _ in 0..12 {
+            p.started();
+            tokio::time::advance(RATE_WINDOW).await;
+            p.target();
+        }
+        assert_eq!(p.target(), 32);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_max_at_or_below_prefetch_keeps_prefetch_and_a_short_lease_keeps_less() {
+        let mut fixed = Pace::with(8, 0, Duration::from_secs(30));
+        let mut short = Pace::with(1, 10_000, Duration::from_millis(300));
+        for _ in 0..6 {
+            for _ in 0..1_000 {
+                fixed.started();
+                short.started();
+            }
+            tokio::time::advance(RATE_WINDOW).await;
+            fixed.target();
+            short.target();
+        }
+        assert_eq!(fixed.target(), 8);
+        // 10,000 a second, but a quarter of a 300 ms lease is 75 ms: about 750.
+        let t = short.target();
+        assert!((700..=750).contains(&t), "{t}");
+    }
 }

@@ -26,6 +26,7 @@ both!(
     shutdown_gives_back_prefetched_jobs,
     a_prefetched_job_kept_half_its_lease_is_released,
     a_kept_job_is_cancelled_by_its_process_and_never_runs,
+    a_backlog_of_short_jobs_is_claimed_beyond_prefetch_each_once,
 );
 
 /// Prefetch is on by default: a job kept at hand has not started, so `cancel` in the worker's
@@ -173,4 +174,39 @@ async fn a_prefetched_job_kept_half_its_lease_is_released(db: Db) {
     assert_eq!(runs.load(Ordering::SeqCst), 4, "each ran once");
     let done = jobs.list(Some(JobState::Done), 10).await.unwrap();
     assert!(done.iter().all(|j| j.attempts == 1), "{done:?}");
+}
+
+/// Issue 35: claims run beside the starting of jobs and the buffer grows past `prefetch`
+/// while short jobs start fast (how far is `Pace`'s unit test, on a paused clock); with both,
+/// every job of a backlog still runs exactly once.
+async fn a_backlog_of_short_jobs_is_claimed_beyond_prefetch_each_once(db: Db) {
+    let ran = Arc::new(std::sync::Mutex::new(
+        std::collections::HashMap::<i64, u32>::new(),
+    ));
+    let r = ran.clone();
+    let jobs = Jobs::builder()
+        .handler(handler("noop", move |ctx: JobContext, _p: ()| {
+            let r = r.clone();
+            async move {
+                *r.lock().unwrap().entry(ctx.id()).or_default() += 1;
+                Ok::<(), ErrorClass>(())
+            }
+        }))
+        .connect_with(db.opts.clone())
+        .await
+        .unwrap();
+    let n = 1_500;
+    jobs.queue_many("noop", (0..n).map(|_| ())).await.unwrap();
+    let config = WorkerConfig::new()
+        .concurrency(4)
+        .prefetch(4)
+        .prefetch_max(400);
+    let handle = jobs.worker(config).start().unwrap();
+    wait_until("all done", async || jobs.stats().await.unwrap().done == n).await;
+    handle.shutdown().await.unwrap();
+    let ran = ran.lock().unwrap().clone();
+    assert!(ran.values().all(|&k| k == 1), "a job ran twice");
+    assert_eq!(ran.len() as u64, n);
+    let stats = jobs.stats().await.unwrap();
+    assert_eq!((stats.running, stats.available), (0, 0), "{stats:?}");
 }
