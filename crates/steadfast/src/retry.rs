@@ -412,7 +412,7 @@ impl<T, E> Retry<T, E> {
     }
 
     /// Names the code the caller will report a give-up as, when it is not the engine's own
-    /// ([`LlmErrorCode::for_outcome`]); `None` keeps the engine's. Metrics, the `steadfast.outcome`
+    /// (the one [`RetryError::to_llm_error`] gives); `None` keeps the engine's. Metrics, the `steadfast.outcome`
     /// event and the span's `error.type` then count what the model is told — e.g. a caller that
     /// holds back a replay of a call that may have run reports `OUTCOME_UNKNOWN`, not the
     /// `SERVICE_UNAVAILABLE` of the failure it stopped on.
