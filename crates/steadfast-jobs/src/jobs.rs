@@ -473,15 +473,27 @@ impl Jobs {
     /// Stops a recurring schedule and cancels its pending run; a run in progress finishes
     /// but plans no further fire time. False when it was not active.
     pub async fn cancel_schedule(&self, schedule_id: i64) -> Result<bool, JobsError> {
+        self.stop_schedule(schedule_id, false).await
+    }
+
+    /// Makes an active schedule inactive and cancels its pending run; `paused` marks it
+    /// resumable (the console's pause). False when it was not active.
+    pub(crate) async fn stop_schedule(
+        &self,
+        schedule_id: i64,
+        paused: bool,
+    ) -> Result<bool, JobsError> {
         // One transaction: the schedule's row lock is held until its pending jobs are
         // cancelled, so a run planning its next fire time concurrently (which share-locks the
         // row) either sees it inactive or has its job cancelled here.
         let mut tx = self.inner.store.pool.begin().await?;
-        let done =
-            sqlx::query("UPDATE steadfast_schedules SET active = 0 WHERE id = $1 AND active = 1")
-                .bind(schedule_id)
-                .execute(&mut *tx)
-                .await?;
+        let done = sqlx::query(
+            "UPDATE steadfast_schedules SET active = 0, paused = $2 WHERE id = $1 AND active = 1",
+        )
+        .bind(schedule_id)
+        .bind(i64::from(paused))
+        .execute(&mut *tx)
+        .await?;
         sqlx::query(
             "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
              WHERE schedule_id = $2 AND state = 'available'",

@@ -90,25 +90,7 @@ impl Inspector {
     /// fire time is planned until [`resume_schedule`](Self::resume_schedule). A run in
     /// progress finishes. False when it was not active.
     pub async fn pause_schedule(&self, id: i64) -> Result<bool, JobsError> {
-        let mut tx = self.jobs.store().pool().begin().await?;
-        let done = sqlx::query(
-            "UPDATE steadfast_schedules SET active = 0, paused = 1 WHERE id = $1 AND active = 1",
-        )
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        // As `Jobs::cancel_schedule`: the schedule's row lock is held until its pending run is
-        // cancelled, so a run planning its next fire time meanwhile sees it inactive.
-        sqlx::query(
-            "UPDATE steadfast_jobs SET state = 'cancelled', finished_at = $1, updated_at = $1 \
-             WHERE schedule_id = $2 AND state = 'available'",
-        )
-        .bind(self.now_ms())
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(done.rows_affected() == 1)
+        self.jobs.stop_schedule(id, true).await
     }
 
     /// Resumes a paused schedule from now: its next fire time after now is queued (fire times
