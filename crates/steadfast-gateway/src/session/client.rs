@@ -28,9 +28,6 @@ pub(crate) struct Client {
     pub out: Arc<Outbound>,
     server_requests: ServerRequests,
     next: AtomicU64,
-    /// Responses awaited by a front that answers each request on its own (an HTTP POST).
-    /// (Empty on the stdio front: a response then costs no hashing of its id.)
-    waiters: Mutex<HashMap<String, Waiter, foldhash::fast::RandomState>>,
     /// The task feeding the client's event stream (HTTP front): one per client.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) stream: Mutex<Option<tokio_util::sync::CancellationToken>>,
@@ -96,15 +93,6 @@ impl Drop for LogScope {
     }
 }
 
-/// How a front awaits the response to one request.
-enum Waiter {
-    /// The response alone (an HTTP POST answered with JSON).
-    Once(tokio::sync::oneshot::Sender<Vec<u8>>),
-    /// The request's own stream (an HTTP POST answered with server-sent events): messages
-    /// related to the request go there first, and the response ends it.
-    Stream(Arc<Outbound>),
-}
-
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client").finish_non_exhaustive()
@@ -119,7 +107,6 @@ impl Client {
             out: Arc::new(Outbound::new(max_notifications)),
             server_requests: ServerRequests::default(),
             next: AtomicU64::new(1),
-            waiters: Mutex::default(),
             stream: Mutex::default(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             modern: std::sync::atomic::AtomicBool::new(false),
@@ -295,121 +282,6 @@ impl Client {
     /// Records that the client's `initialize` was answered with a result.
     pub(crate) fn mark_initialized(&self) {
         self.initialized.store(true, Ordering::Relaxed);
-    }
-
-    /// Delivers the response to request `id` (raw JSON): to the front awaiting it, else in
-    /// order with everything else on the client's queue.
-    pub(crate) fn respond(&self, id: &str, line: Vec<u8>) {
-        if let Err(line) = self.to_waiter(id, line) {
-            self.out.push(line);
-        }
-    }
-
-    /// Hands `line` to the front awaiting `id`; gives it back when none is (any more).
-    fn to_waiter(&self, id: &str, line: Vec<u8>) -> Result<(), Vec<u8>> {
-        let waiter = self.take_waiter(id);
-        match waiter {
-            Some(Waiter::Once(tx)) => tx.send(line),
-            Some(Waiter::Stream(stream)) => stream.finish(line),
-            None => Err(line),
-        }
-    }
-
-    /// Like [`Client::respond`], for answers a peer can provoke without limit (to malformed
-    /// messages, pings, refusals): on the queue they count against the notification cap, so a
-    /// client that floods junk and does not read cannot grow the proxy's memory.
-    pub(crate) fn respond_capped(&self, id: &str, line: Vec<u8>) {
-        let waiter = self.take_waiter(id);
-        match waiter {
-            Some(Waiter::Once(tx)) => {
-                let _ = tx.send(line);
-            }
-            Some(Waiter::Stream(stream)) => {
-                let _ = stream.finish(line);
-            }
-            None => {
-                self.out.push_notification(line);
-            }
-        }
-    }
-
-    fn take_waiter(&self, id: &str) -> Option<Waiter> {
-        let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-        if waiters.is_empty() {
-            return None;
-        }
-        waiters.remove(id)
-    }
-
-    /// Awaits the response to request `id` apart from the queue (for a front that answers each
-    /// request on its own).
-    pub(crate) fn await_response(&self, id: &str) -> tokio::sync::oneshot::Receiver<Vec<u8>> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.wait(id, Waiter::Once(tx));
-        rx
-    }
-
-    /// Awaits `id` as `waiter`; one awaiting the same id already (a client that reused an id
-    /// in flight: the session refuses the new one) stops waiting.
-    fn wait(&self, id: &str, waiter: Waiter) {
-        let old = self
-            .waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_owned(), waiter);
-        if let Some(Waiter::Stream(s)) = old {
-            s.close();
-        }
-    }
-
-    /// Opens the stream of request `id` (a front that answers it with server-sent events):
-    /// messages related to the request go there, capped at `max_notifications` like the
-    /// client's queue, and its response is the stream's last message.
-    pub(crate) fn open_stream(&self, id: &str, max_notifications: usize) -> Arc<Outbound> {
-        let stream = Arc::new(Outbound::new(max_notifications));
-        self.wait(id, Waiter::Stream(stream.clone()));
-        stream
-    }
-
-    /// The open stream of request `id`, if a front streams its related messages.
-    pub(crate) fn request_stream(&self, id: &str) -> Option<Arc<Outbound>> {
-        let waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
-        if waiters.is_empty() {
-            return None; // the stdio front: no lookup per call
-        }
-        match waiters.get(id) {
-            Some(Waiter::Stream(s)) => Some(s.clone()),
-            _ => None,
-        }
-    }
-
-    /// Stops awaiting `id` (the front gave up, or the request was cancelled): a stream of it
-    /// ends.
-    pub(crate) fn forget_response(&self, id: &str) {
-        let gone = self
-            .waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-        if let Some(Waiter::Stream(s)) = gone {
-            s.close();
-        }
-    }
-
-    /// Stops awaiting every response (the session ended): fronts waiting give up at once.
-    pub(crate) fn forget_all(&self) {
-        let gone: Vec<Waiter> = self
-            .waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .map(|(_, w)| w)
-            .collect();
-        for w in gone {
-            if let Waiter::Stream(s) = w {
-                s.close();
-            }
-        }
     }
 
     /// Relays the client's answer (result or error, raw) to the server that asked.

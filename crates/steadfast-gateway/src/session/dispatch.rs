@@ -10,22 +10,22 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{Session, span};
+use super::{Reply, Session, span};
 use crate::session::client::Era;
 use crate::wire::call_params::CallParams;
 use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
 
 impl Session {
-    /// A request from the client: answered here (ping, a refusal), or handed to the task that
-    /// answers it.
-    pub(super) fn on_request(self: &Arc<Self>, env: &Envelope<'_>) {
+    /// A request from the client: answered here (ping, a refusal), or handed with `reply` to
+    /// the task that answers it.
+    pub(super) fn on_request(self: &Arc<Self>, env: &Envelope<'_>, reply: Reply) {
         let id = env.id.map(RawValue::get).unwrap_or("null");
         let method = env.method.as_deref().unwrap_or_default();
         // A stateless session serves only modern requests the HTTP front checked: no second
         // look at the params.
         if self.stateless {
-            return self.on_modern_request(env);
+            return self.on_modern_request(env, reply);
         }
         // The era is locked per connection by the first request of either era accepted on
         // it, as the SDKs' dual-era servers lock it: a request of the other era is refused.
@@ -33,35 +33,38 @@ impl Session {
         match (self.client.era(), modern) {
             (Era::Handshake, true) => {
                 let refusal = era::modern_after_handshake().error_object();
-                return self.refuse_raw(id, &refusal.to_string());
+                return self.refuse_raw(reply, id, &refusal.to_string());
             }
-            (_, true) => return self.on_modern_request(env),
-            (Era::Modern, false) => return self.refuse_other_era(id, method, env),
+            (_, true) => return self.on_modern_request(env, reply),
+            (Era::Modern, false) => return self.refuse_other_era(reply, id, method, env),
             _ => {}
         }
         match method {
             "ping" => {
                 let answer =
                     span::answered_now(self, id, "ping", jsonrpc::result_response(id, "{}"));
-                self.client.respond_capped(id, answer);
+                reply.answer_capped(&self.client, answer);
             }
-            "initialize" => self.on_initialize(id, env),
+            "initialize" => self.on_initialize(reply, id, env),
             _ if !self.initialized.load(Ordering::Acquire) => self.refuse(
+                reply,
                 id,
                 code::INVALID_REQUEST,
                 "the session is not initialized: send initialize first",
             ),
             // The token's access policy (`identity.rs`): answered here when it forbids.
-            _ if self.refuses(id, method, env.params.map(RawValue::get)) => {}
-            "tools/call" => self.on_tools_call(id, env),
-            _ => self.on_relayed(id, method, env),
+            _ => match self.refusal(id, method, env.params.map(RawValue::get)) {
+                Some(forbidden) => reply.answer_capped(&self.client, forbidden),
+                None if method == "tools/call" => self.on_tools_call(reply, id, env),
+                None => self.on_relayed(reply, id, method, env),
+            },
         }
     }
 
     /// A request without the modern envelope on a connection that opened modern: `initialize`
     /// gets `-32022` naming the modern versions, anything else the envelope check's `-32602`
     /// naming the missing keys (what the Python SDK's dual-era servers answer).
-    fn refuse_other_era(&self, id: &str, method: &str, env: &Envelope<'_>) {
+    fn refuse_other_era(&self, reply: Reply, id: &str, method: &str, env: &Envelope<'_>) {
         let params: Value = env
             .params
             .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -75,34 +78,44 @@ impl Session {
                 Ok(_) => era::initialize_after_modern(&params),
             }
         };
-        self.refuse_raw(id, &refusal.error_object().to_string());
+        self.refuse_raw(reply, id, &refusal.error_object().to_string());
     }
 
     /// `initialize`: the upstream's handshake (each upstream's, when there are several),
     /// answered from the proxy.
-    fn on_initialize(self: &Arc<Self>, id: &str, env: &Envelope<'_>) {
+    fn on_initialize(self: &Arc<Self>, reply: Reply, id: &str, env: &Envelope<'_>) {
         if self.client.lock_era(Era::Handshake) != Era::Handshake {
-            return self.refuse_other_era(id, "initialize", env);
+            return self.refuse_other_era(reply, id, "initialize", env);
         }
-        let Some((_, reg)) = self.register(id) else {
+        let Some((_, reg)) = self.register(id, reply) else {
             return;
         };
         self.initialized.store(true, Ordering::Release);
         let params = env.params.map_or("{}", RawValue::get).to_owned();
         self.remember_protocol(&params);
         let me = self.clone();
-        let id = reg.id.clone();
+        let id = reg.id().clone();
         tokio::spawn(async move {
             use tracing::Instrument;
-            let _reg = reg;
             let traced = span::initialize(&me, &id, &params);
-            me.initialize(&id, &params).instrument(traced).await;
+            let answer = me.initialize(&id, &params).instrument(traced).await;
+            // Marked after the answer is queued: no notification may precede it; an upstream
+            // that cannot start ends a stdio proxy once the client has its error.
+            let started = answer.started();
+            let unstartable = answer.unstartable();
+            reg.answer(answer.into_line());
+            if started {
+                me.client.mark_initialized();
+            }
+            if unstartable {
+                me.unstartable.cancel();
+            }
         });
     }
 
     /// `tools/call`: checked, then claimed by the extension or run with the call's policy.
-    fn on_tools_call(self: &Arc<Self>, id: &str, env: &Envelope<'_>) {
-        let Some((ct, reg)) = self.register(id) else {
+    fn on_tools_call(self: &Arc<Self>, reply: Reply, id: &str, env: &Envelope<'_>) {
+        let Some((ct, reg)) = self.register(id, reply) else {
             return;
         };
         // Decoded only when something must read or rewrite them; checked either way.
@@ -111,20 +124,24 @@ impl Session {
         let params = match parsed {
             Some(Ok(Some(p))) => p,
             Some(Err(e)) => {
-                drop(reg);
-                return self.refuse(id, code::INVALID_PARAMS, &format!("invalid params: {e}"));
+                let line = jsonrpc::error_response(
+                    id,
+                    code::INVALID_PARAMS,
+                    &format!("invalid params: {e}"),
+                );
+                return reg.answer_capped(line);
             }
             _ => {
-                drop(reg);
-                return self.refuse(
+                let line = jsonrpc::error_response(
                     id,
                     code::INVALID_PARAMS,
                     "invalid params: tools/call needs params with a tool name (a string)",
                 );
+                return reg.answer_capped(line);
             }
         };
         let me = self.clone();
-        let id = reg.id.clone();
+        let id = reg.id().clone();
         // A call the extension claims (a task-augmented call to a durable tool: a task
         // handle at once). (Params with a `task` member are always decoded.)
         let claimed = match &params {
@@ -134,11 +151,10 @@ impl Session {
         let params = match (claimed.cloned(), params) {
             (Some(x), CallParams::Value(params)) => {
                 tokio::spawn(async move {
-                    let _reg = reg;
                     // In its SERVER span: the task stores that span's context.
                     let traced = span::request(&me, &id, "tools/call", Some(&params));
                     let line = span::answered(traced, "tools/call", x.call(&me, &id, params)).await;
-                    me.client.respond(&id, line);
+                    reg.answer(line);
                 });
                 return;
             }
@@ -150,36 +166,27 @@ impl Session {
         // at poll). A modern upstream's `input_required` answers are completed with the client.
         let traced = steadfast::trace::listening();
         tokio::spawn(Box::pin(async move {
-            let _reg = reg;
             let call =
                 crate::session::input_required::handshake::call(&me, &id, params, &ct, traced);
             if let Some(line) = call.await {
-                me.respond_handshake(&id, line);
+                reg.answer(handshake_answer(line));
             }
         }));
     }
 
-    /// Answers a handshake-era client's request with `line`, less what a modern upstream's
-    /// result carries that this client's revision does not know (`era::handshake_result`).
-    fn respond_handshake(&self, id: &str, line: Vec<u8>) {
-        let line = crate::wire::era::handshake_result(&line).unwrap_or(line);
-        self.client.respond(id, line);
-    }
-
     /// Any other request: served by the extension, or forwarded, and its answer relayed
     /// unless the client cancels it first.
-    fn on_relayed(self: &Arc<Self>, id: &str, method: &str, env: &Envelope<'_>) {
-        let Some((ct, reg)) = self.register(id) else {
+    fn on_relayed(self: &Arc<Self>, reply: Reply, id: &str, method: &str, env: &Envelope<'_>) {
+        let Some((ct, reg)) = self.register(id, reply) else {
             return;
         };
         let me = self.clone();
-        let id = reg.id.clone();
+        let id = reg.id().clone();
         let method = method.to_owned();
         let params = env.params.map(|p| p.get().to_owned());
         // Methods the extension serves (tasks/* from the durable store while it is open).
         let ours = self.extension().filter(|x| x.serves(&method)).cloned();
         tokio::spawn(async move {
-            let _reg = reg;
             let answer = async {
                 match &ours {
                     Some(x) => x.serve(&me, &id, &method, params.as_deref()).await,
@@ -188,7 +195,7 @@ impl Session {
             };
             let answer = span::serve(&me, &id, &method, params.as_deref(), answer);
             tokio::select! {
-                line = answer => me.respond_handshake(&id, me.filter_list(&method, line)),
+                line = answer => reg.answer(handshake_answer(me.filter_list(&method, line))),
                 // A cancelled request is not answered (MCP); dropping the forward
                 // cancels it upstream.
                 _ = ct.cancelled() => {}
@@ -224,4 +231,10 @@ impl Session {
             }
         }
     }
+}
+
+/// A handshake-era client's answer: `line` less what a modern upstream's result carries that
+/// this client's revision does not know (`era::handshake_result`).
+fn handshake_answer(line: Vec<u8>) -> Vec<u8> {
+    crate::wire::era::handshake_result(&line).unwrap_or(line)
 }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::route::router::{Kind, MAX_NAMES, Relisted};
 use crate::route::upstream_route::Route;
 use crate::session::Session;
+use crate::session::relay::InitAnswer;
 use crate::upstream::{Params, Reply};
 use crate::wire::jsonrpc::{self, code};
 use crate::wire::methods::CHANGED;
@@ -38,7 +39,7 @@ const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(30);
 impl Session {
     /// `initialize` with several upstreams ([`crate::route::topology::Topology::Namespaced`]): every one is started; the answer comes when all are
     /// connected or `list_timeout` has passed, from what is connected then.
-    pub(crate) async fn initialize_all(self: &Arc<Self>, id: &str, params: &str) {
+    pub(crate) async fn initialize_all(self: &Arc<Self>, id: &str, params: &str) -> InitAnswer {
         self.router.start(params, self.client.clone());
         let routes = self.router.routes().to_vec();
         let config = self.router.config();
@@ -73,15 +74,15 @@ impl Session {
                 } else {
                     format!("no upstream completed its handshake within {init_timeout:?}")
                 };
-                self.reply_error(
+                let line = jsonrpc::error_response(
                     id,
                     code::UPSTREAM_UNAVAILABLE,
                     &steadfast::sanitize(&format!("{what}: {why}")),
                 );
-                if hopeless {
-                    self.unstartable.cancel();
-                }
-                return;
+                return match hopeless {
+                    true => InitAnswer::Unstartable(line),
+                    false => InitAnswer::Refused(line),
+                };
             }
         }
         let mut connected = Vec::new();
@@ -104,7 +105,7 @@ impl Session {
                 .resolve(Kind::Tool, h)
                 .filter(|(r, original)| r.upstream.lists(original))
         {
-            return self.reply_error(
+            return InitAnswer::Refused(jsonrpc::error_response(
                 id,
                 code::INVALID_REQUEST,
                 &format!(
@@ -112,12 +113,10 @@ impl Session {
                          `{}`; rename the health tool",
                     route.name
                 ),
-            );
+            ));
         }
         let result = self.extend_initialize(params, self.router.init_result(&connected));
-        self.client
-            .respond(id, jsonrpc::result_response(id, &result));
-        self.client.mark_initialized();
+        InitAnswer::Started(jsonrpc::result_response(id, &result))
     }
 
     /// Routes a request (other than `tools/call`) among several upstreams.

@@ -136,27 +136,17 @@ impl Session {
             .is_none_or(|a| a.allows(Item::Resource, uri))
     }
 
-    /// Refuses (answers) a request the policy forbids; true when it did.
-    pub(crate) fn refuses(&self, id: &str, method: &str, params: Option<&str>) -> bool {
-        let Some((item, key)) = gated(method) else {
-            return false;
-        };
-        let Some(access) = self.identity().and_then(|i| i.access.clone()) else {
-            return false;
-        };
+    /// The refusal (the line answering request `id`) when the policy forbids it.
+    pub(crate) fn refusal(&self, id: &str, method: &str, params: Option<&str>) -> Option<Vec<u8>> {
+        let (item, key) = gated(method)?;
+        let access = self.identity().and_then(|i| i.access.clone())?;
         let name = params
             .and_then(|p| serde_json::from_str::<Value>(p).ok())
             .and_then(|p| p.get(key).and_then(Value::as_str).map(str::to_owned));
         // A request without a name is the upstream's (or the session's) to refuse.
-        let Some(name) = name.filter(|n| !access.allows(item, n)) else {
-            return false;
-        };
+        let name = name.filter(|n| !access.allows(item, n))?;
         tracing::debug!(session = %self.id, item = item.noun(), name, "refused by the access policy");
-        self.client.respond_capped(
-            id,
-            forbidden(id, item, &name, &access.scopes_for(item, &name)),
-        );
-        true
+        Some(forbidden(id, item, &name, &access.scopes_for(item, &name)))
     }
 
     /// A list answer with what the policy hides removed (other answers as they are).

@@ -54,7 +54,6 @@ impl Session {
         filter.uris.retain(|uri| self.may_read(uri));
         // HTTP: the request's own stream; stdio: the client's queue.
         let out = self
-            .client
             .request_stream(id)
             .unwrap_or_else(|| self.client.out.clone());
         let hub = self.router.changes().clone();

@@ -15,6 +15,7 @@ pub(crate) mod input_required;
 pub(crate) mod listen;
 mod modern;
 mod relay;
+pub(crate) mod reply;
 pub(crate) mod span;
 pub(crate) mod tool_call;
 
@@ -32,6 +33,8 @@ use crate::session::client::Client;
 use crate::upstream::Upstream;
 use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{self, Envelope, Malformed, MessageKind, code};
+use crate::wire::outbound::Outbound;
+pub(crate) use reply::Reply;
 
 /// What an extension may change or take over in one session: the seam through which a feature
 /// extends every session without the session naming it.
@@ -108,11 +111,13 @@ pub(crate) struct Session {
     /// The extension installed by the front (durable tool calls, when the config has
     /// durable tools), if any.
     extension: std::sync::OnceLock<Arc<dyn Extension>>,
-    /// Requests in flight by client id: a serial (so a finished task never removes a newer
-    /// request that reused its id) and the request's cancellation.
+    /// Requests in flight by client id (see [`InFlight`]).
     /// (Keyed by the id shared with the request's task: one allocation per request. Ids are
     /// the client's, so the hasher stays a keyed one.)
-    in_flight: Mutex<HashMap<Arc<str>, (u64, CancellationToken), foldhash::fast::RandomState>>,
+    in_flight: Mutex<HashMap<Arc<str>, InFlight, foldhash::fast::RandomState>>,
+    /// Some request in flight has a stream of its own (an HTTP POST answered with events):
+    /// only then does [`Session::request_stream`] look one up (the stdio front never does).
+    streams: AtomicBool,
     /// Woken when the in-flight table empties (a stdio front drains it at stdin's end).
     idle: tokio::sync::Notify,
     serial: std::sync::atomic::AtomicU64,
@@ -124,6 +129,15 @@ pub(crate) struct Session {
     protocol: std::sync::OnceLock<Box<str>>,
     /// The client capabilities its `initialize` declared (handshake era).
     capabilities: std::sync::OnceLock<input_required::Caps>,
+}
+
+/// A request in flight: a serial (so a finished task never removes a newer request that reused
+/// its id), its cancellation, and its own stream when its front gave it one (what the server
+/// relates to the request goes there).
+struct InFlight {
+    serial: u64,
+    cancel: CancellationToken,
+    stream: Option<Arc<Outbound>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -138,11 +152,36 @@ impl std::fmt::Debug for Session {
 /// few percent of the proxy's work per call at 64 in flight). Kept, it is a few KiB.
 const SHRINK_ABOVE: usize = 256;
 
-/// Removes a request from the in-flight table however its task ends.
-struct Registered {
+/// A request in flight, held by the task that serves it: answered through it, and removed
+/// from the in-flight table however the task ends (unanswered, its [`Reply`] is dropped, and
+/// the front hears it).
+pub(crate) struct Registered {
     session: Arc<Session>,
     id: Arc<str>,
     serial: u64,
+    reply: Option<Reply>,
+}
+
+impl Registered {
+    /// The request's id (raw JSON), shared with the in-flight table.
+    pub(crate) fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+
+    /// Answers the request with `line`, then leaves the in-flight table.
+    pub(crate) fn answer(mut self, line: Vec<u8>) {
+        if let Some(r) = self.reply.take() {
+            r.answer(&self.session.client, line);
+        }
+    }
+
+    /// Like [`Registered::answer`], for an answer a peer can provoke at will (a refusal):
+    /// capped on the client's queue ([`Reply::answer_capped`]).
+    pub(crate) fn answer_capped(mut self, line: Vec<u8>) {
+        if let Some(r) = self.reply.take() {
+            r.answer_capped(&self.session.client, line);
+        }
+    }
 }
 
 impl Drop for Registered {
@@ -152,10 +191,7 @@ impl Drop for Registered {
             .in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if map
-            .get(&*self.id)
-            .is_some_and(|(serial, _)| *serial == self.serial)
-        {
+        if map.get(&*self.id).is_some_and(|f| f.serial == self.serial) {
             map.remove(&*self.id);
             metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
             if map.is_empty() {
@@ -233,6 +269,7 @@ impl Session {
             stateless: false,
             extension: std::sync::OnceLock::new(),
             in_flight: Mutex::default(),
+            streams: AtomicBool::new(false),
             idle: tokio::sync::Notify::new(),
             serial: std::sync::atomic::AtomicU64::new(0),
             warned_garbage: AtomicBool::new(false),
@@ -264,16 +301,14 @@ impl Session {
         self.router.first().upstream.clone()
     }
 
-    /// An error answer a peer can provoke at will (capped on the queue; see `respond_capped`).
-    fn refuse(&self, id: &str, code: i64, message: &str) {
-        self.client
-            .respond_capped(id, jsonrpc::error_response(id, code, message));
+    /// An error answer a peer can provoke at will (capped on the queue: `Reply::answer_capped`).
+    fn refuse(&self, reply: Reply, id: &str, code: i64, message: &str) {
+        reply.answer_capped(&self.client, jsonrpc::error_response(id, code, message));
     }
 
     /// A refusal with a prepared error object (raw JSON), capped like [`Session::refuse`].
-    fn refuse_raw(&self, id: &str, error: &str) {
-        self.client
-            .respond_capped(id, jsonrpc::raw_error_response(id, error));
+    fn refuse_raw(&self, reply: Reply, id: &str, error: &str) {
+        reply.answer_capped(&self.client, jsonrpc::raw_error_response(id, error));
     }
 
     /// Whether a request is of a modern client (MCP 2026-07-28): `server/discover`, or params
@@ -288,11 +323,6 @@ impl Session {
             && raw
                 .and_then(|p| serde_json::from_str::<Value>(p).ok())
                 .is_some_and(|p| crate::wire::era::is_modern(&p))
-    }
-
-    pub(crate) fn reply_error(&self, id: &str, code: i64, message: &str) {
-        self.client
-            .respond(id, jsonrpc::error_response(id, code, message));
     }
 
     /// Keeps the client's `protocolVersion` for the spans (`span.rs`).
@@ -356,7 +386,7 @@ impl Session {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain()
-            .map(|(_, (_, ct))| ct)
+            .map(|(_, f)| f.cancel)
             .collect();
         metrics::gauge!("steadfast_requests_in_flight").decrement(drained.len() as f64);
         for ct in drained {
@@ -366,21 +396,31 @@ impl Session {
 
     /// Cancels the client's request `id` (raw JSON) if it is in flight: it is not answered
     /// (MCP), its upstream request is cancelled as its task drops it, and a front waiting for
-    /// it stops waiting.
+    /// it stops waiting (the task drops its [`Reply`]).
     pub(crate) fn cancel_request(&self, id: &str) {
-        let ct = self
+        let gone = self
             .in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id);
-        if let Some((_, ct)) = ct {
+        if let Some(f) = gone {
             metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
-            ct.cancel();
+            f.cancel.cancel();
         }
-        self.client.forget_response(id);
     }
 
-    /// Handles one frame from the client.
+    /// The own stream of request `id` in flight (an HTTP POST answered with server-sent
+    /// events), if it has one: its progress and the server's related requests go there.
+    pub(crate) fn request_stream(&self, id: &str) -> Option<Arc<Outbound>> {
+        if !self.streams.load(Ordering::Relaxed) {
+            return None; // the stdio front: no lookup per call
+        }
+        let map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(id).and_then(|f| f.stream.clone())
+    }
+
+    /// Handles one frame from the client (the stdio front): its answers go on the client's
+    /// queue.
     pub(crate) fn on_frame(self: &Arc<Self>, frame: Frame) {
         match frame {
             Frame::Line(line) => self.on_line(&line),
@@ -393,6 +433,7 @@ impl Session {
                 );
                 if let Some(id) = jsonrpc::scan_id(&head) {
                     self.refuse(
+                        Reply::queue(),
                         &id,
                         code::TOO_LARGE,
                         &format!(
@@ -420,7 +461,7 @@ impl Session {
                 id: Some(id),
                 code,
                 message,
-            }) => return self.refuse(&id, code, &message),
+            }) => return self.refuse(Reply::queue(), &id, code, &message),
             Err(Malformed::Invalid {
                 id: None, message, ..
             }) => {
@@ -430,6 +471,7 @@ impl Session {
             Err(Malformed::Batch(ids)) => {
                 for id in ids {
                     self.refuse(
+                        Reply::queue(),
                         &id,
                         code::INVALID_REQUEST,
                         "invalid request: JSON-RPC batches are not part of MCP (since 2025-06-18)",
@@ -438,9 +480,22 @@ impl Session {
                 return;
             }
         };
+        self.handle(&env, kind, line, Reply::queue());
+    }
+
+    /// Handles one message the front decoded (`env`, of `kind`, read from `line`): a request
+    /// is answered to `reply`; a notification or a response has no answer (`reply` is
+    /// dropped). The one entry of every front: nothing below decodes the message again.
+    pub(crate) fn handle(
+        self: &Arc<Self>,
+        env: &Envelope<'_>,
+        kind: MessageKind,
+        line: &[u8],
+        reply: Reply,
+    ) {
         match kind {
-            MessageKind::Request => self.on_request(&env),
-            MessageKind::Notification => self.on_notification(&env, line),
+            MessageKind::Request => self.on_request(env, reply),
+            MessageKind::Notification => self.on_notification(env, line),
             MessageKind::Response => {
                 if let Some(id) = env.id {
                     self.client.answer_server(id.get(), env.result, env.error);
@@ -449,11 +504,18 @@ impl Session {
         }
     }
 
-    fn register(self: &Arc<Self>, id: &str) -> Option<(CancellationToken, Registered)> {
+    /// Enters request `id` in the in-flight table, its answer to go to `reply`; `None` (and
+    /// `reply` answered with the refusal) when the table is full or the id is in flight.
+    fn register(
+        self: &Arc<Self>,
+        id: &str,
+        reply: Reply,
+    ) -> Option<(CancellationToken, Registered)> {
         let mut map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= self.limits.max_in_flight {
             drop(map);
             self.refuse(
+                reply,
                 id,
                 code::OVERLOADED,
                 &format!(
@@ -466,23 +528,34 @@ impl Session {
         if map.contains_key(id) {
             drop(map);
             self.refuse(
+                reply,
                 id,
                 code::INVALID_REQUEST,
                 "invalid request: a request with this id is already in flight",
             );
             return None;
         }
-        let ct = CancellationToken::new();
+        let cancel = CancellationToken::new();
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let id: Arc<str> = id.into();
-        map.insert(id.clone(), (serial, ct.clone()));
+        let stream = reply.request_stream().cloned();
+        if stream.is_some() {
+            self.streams.store(true, Ordering::Relaxed);
+        }
+        let entry = InFlight {
+            serial,
+            cancel: cancel.clone(),
+            stream,
+        };
+        map.insert(id.clone(), entry);
         metrics::gauge!("steadfast_requests_in_flight").increment(1.0);
         Some((
-            ct,
+            cancel,
             Registered {
                 session: self.clone(),
                 id,
                 serial,
+                reply: Some(reply),
             },
         ))
     }

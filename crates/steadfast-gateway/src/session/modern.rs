@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::session::client::Era;
-use crate::session::{Session, input_required};
+use crate::session::{Reply, Session, input_required};
 use crate::wire::call_params::CallParams;
 use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
@@ -32,27 +32,29 @@ fn parkable(method: &str) -> bool {
 }
 
 impl Session {
-    /// Serves one modern request (the caller saw its envelope or `server/discover`).
-    pub(crate) fn on_modern_request(self: &Arc<Self>, env: &Envelope<'_>) {
+    /// Serves one modern request (the caller saw its envelope or `server/discover`), answered
+    /// to `reply`.
+    pub(crate) fn on_modern_request(self: &Arc<Self>, env: &Envelope<'_>, reply: Reply) {
         let id = env.id.map(RawValue::get).unwrap_or("null");
         let method = env.method.as_deref().unwrap_or_default().to_owned();
         let params: Value = match env.params.map(|p| serde_json::from_str(p.get())) {
             Some(Ok(v)) => v,
             Some(Err(e)) => {
-                return self.refuse(id, code::INVALID_PARAMS, &format!("invalid params: {e}"));
+                let why = format!("invalid params: {e}");
+                return self.refuse(reply, id, code::INVALID_PARAMS, &why);
             }
             None => json!({}),
         };
         if let Err(r) = era::check(&method, &params, None) {
-            return self.refuse_raw(id, &r.error_object().to_string());
+            return self.refuse_raw(reply, id, &r.error_object().to_string());
         }
         // The connection is modern from its first accepted modern request on (a refused one
         // decides nothing: a dual-era client falls back to `initialize` after a -32022).
         if !self.stateless && self.client.lock_era(Era::Modern) != Era::Modern {
             let refusal = era::modern_after_handshake().error_object();
-            return self.refuse_raw(id, &refusal.to_string());
+            return self.refuse_raw(reply, id, &refusal.to_string());
         }
-        self.serve_modern(id, method, params, env.params.map(RawValue::get));
+        self.serve_modern(reply, id, method, params, env.params.map(RawValue::get));
     }
 
     /// Serves a modern request whose envelope was checked (`era::check`): `params` decoded,
@@ -60,6 +62,7 @@ impl Session {
     /// params with the routing headers (one decode per request instead of four).
     pub(crate) fn serve_modern(
         self: &Arc<Self>,
+        reply: Reply,
         id: &str,
         method: String,
         params: Value,
@@ -81,19 +84,19 @@ impl Session {
                 Some(text.as_str())
             }
         };
-        if self.refuses(id, &method, raw) {
-            return;
+        if let Some(forbidden) = self.refusal(id, &method, raw) {
+            return reply.answer_capped(&self.client, forbidden);
         }
         // A tool call's params as written, when nothing must read or rewrite them (no
         // progress token, task or tasks extension: `CallParams::parse`): they go upstream
         // without a decode and re-encode (the envelope cut from the text for a handshake-era
         // upstream, `upstream/era.rs`).
         let as_written = self.call_as_written(&method, raw);
-        let Some((ct, reg)) = self.register(id) else {
+        let Some((ct, reg)) = self.register(id, reply) else {
             return;
         };
         let me = self.clone();
-        let id = reg.id.clone();
+        let id = reg.id().clone();
         // Logs reach the client while a request that asked for their level runs (MCP
         // 2026-07-28: none for a request without `_meta` log level; `Client::log_scope`).
         let logs = self.client.log_scope(era::log_level_of(&params));
@@ -101,20 +104,19 @@ impl Session {
         if let Some(state) = input_required::state_of(&params).filter(|_| parkable(&method)) {
             let state = state.to_owned();
             tokio::spawn(Box::pin(async move {
-                let _reg = reg;
                 let _logs = logs;
                 if let Some(line) = me.resume(&id, &method, &params, &state, &ct).await {
-                    me.client.respond(&id, line);
+                    reg.answer(line);
                 }
             }));
             return;
         }
         // With a run, the request is answered by `input_required::answer_first` (the call's
         // answer, or `input_required` first), and the call runs on until its answer or cancel.
-        let prepared = input_required::prepare(self, &id, &method, &params, reg, ct);
+        let prepared = input_required::prepare(self, &method, &params, reg, ct);
         tokio::spawn(Box::pin(async move {
             let input_required::Prepared {
-                reg: _reg,
+                reg,
                 run,
                 ct,
                 transient: _transient,
@@ -130,10 +132,10 @@ impl Session {
             }
             tokio::select! {
                 line = work => {
-                    if let Some(line) = line {
+                    if let (Some(line), Some(reg)) = (line, reg) {
                         let line = me.filter_list(&method, line); // [auth] the policy's view
                         let line = era::complete_result_for(&method, &id, &line).unwrap_or(line);
-                        me.client.respond(&id, line);
+                        reg.answer(line);
                     }
                 }
                 // A cancelled request is not answered (MCP); dropping the work cancels it

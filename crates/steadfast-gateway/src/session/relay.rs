@@ -14,9 +14,39 @@ use crate::route::upstream_route::Route;
 use crate::upstream::{Params, Reply};
 use crate::wire::jsonrpc::{self, code};
 
+/// The answer to `initialize`, and what it means for the session.
+pub(crate) enum InitAnswer {
+    /// A result: the session is initialized.
+    Started(Vec<u8>),
+    /// An error; the session may try again.
+    Refused(Vec<u8>),
+    /// An error because no upstream can start: a stdio proxy then exits non-zero, as an MCP
+    /// server that cannot start does.
+    Unstartable(Vec<u8>),
+}
+
+impl InitAnswer {
+    /// Whether the client was answered with a result.
+    pub(crate) fn started(&self) -> bool {
+        matches!(self, Self::Started(_))
+    }
+
+    /// Whether no upstream can start.
+    pub(crate) fn unstartable(&self) -> bool {
+        matches!(self, Self::Unstartable(_))
+    }
+
+    /// The line answering the client.
+    pub(crate) fn into_line(self) -> Vec<u8> {
+        match self {
+            Self::Started(l) | Self::Refused(l) | Self::Unstartable(l) => l,
+        }
+    }
+}
+
 impl Session {
     /// `initialize`: the upstream's handshake, or every upstream's gathered.
-    pub(super) async fn initialize(self: &Arc<Self>, id: &str, params: &str) {
+    pub(super) async fn initialize(self: &Arc<Self>, id: &str, params: &str) -> InitAnswer {
         match self.router.topology() {
             Topology::Single(route) => self.initialize_one(route, id, params).await,
             Topology::Namespaced { .. } => self.initialize_all(id, params).await,
@@ -44,7 +74,12 @@ impl Session {
     }
 
     /// `initialize` with one upstream: its handshake result, adjusted and extended.
-    async fn initialize_one(self: &Arc<Self>, route: &Arc<Route>, id: &str, params: &str) {
+    async fn initialize_one(
+        self: &Arc<Self>,
+        route: &Arc<Route>,
+        id: &str,
+        params: &str,
+    ) -> InitAnswer {
         let upstream = &route.upstream;
         self.router.start(params, self.client.clone());
         let bound = upstream.settings().init_timeout;
@@ -52,14 +87,14 @@ impl Session {
             Ok(()) => {
                 let config = self.router.config();
                 if let Some(h) = config.health_tool.as_deref().filter(|h| upstream.lists(h)) {
-                    return self.reply_error(
+                    return InitAnswer::Refused(jsonrpc::error_response(
                         id,
                         code::INVALID_REQUEST,
                         &format!(
                             "[proxy] health_tool = \"{h}\" is also the name of one of the \
                              upstream's tools; rename the health tool"
                         ),
-                    );
+                    ));
                 }
                 // Breakers exist from the start for every listed tool, so a shared one hears
                 // of an outage another replica saw before this one calls the tool.
@@ -76,23 +111,18 @@ impl Session {
                 }
                 let result = self.router.init_result(std::slice::from_ref(route));
                 let result = self.extend_initialize(params, result);
-                self.client
-                    .respond(id, jsonrpc::result_response(id, &result));
-                self.client.mark_initialized();
+                InitAnswer::Started(jsonrpc::result_response(id, &result))
             }
-            Err(why) if upstream.is_down() => {
-                self.reply_error(
-                    id,
-                    code::UPSTREAM_UNAVAILABLE,
-                    &format!(
-                        "the upstream server ({}) could not be started: {}",
-                        upstream.describe(),
-                        steadfast::sanitize(&why)
-                    ),
-                );
-                self.unstartable.cancel();
-            }
-            Err(why) => self.reply_error(
+            Err(why) if upstream.is_down() => InitAnswer::Unstartable(jsonrpc::error_response(
+                id,
+                code::UPSTREAM_UNAVAILABLE,
+                &format!(
+                    "the upstream server ({}) could not be started: {}",
+                    upstream.describe(),
+                    steadfast::sanitize(&why)
+                ),
+            )),
+            Err(why) => InitAnswer::Refused(jsonrpc::error_response(
                 id,
                 code::UPSTREAM_UNAVAILABLE,
                 &format!(
@@ -101,7 +131,7 @@ impl Session {
                     bound,
                     steadfast::sanitize(&why)
                 ),
-            ),
+            )),
         }
     }
 
@@ -140,7 +170,7 @@ impl Session {
         };
         // The request's own stream (an HTTP POST answered with server-sent events), if any:
         // its progress and the server's related requests go there.
-        let stream = self.client.request_stream(id);
+        let stream = self.request_stream(id);
         let progress = params
             .filter(|p| p.contains("\"progressToken\""))
             .and_then(progress_token)

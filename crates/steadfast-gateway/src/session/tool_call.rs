@@ -102,7 +102,7 @@ fn call_request<'a>(
         downstream: Some(session.client.clone()),
         // The call's own stream (an HTTP POST answered with server-sent events), if any:
         // progress and the server's requests related to any attempt go there.
-        stream: session.client.request_stream(id),
+        stream: session.request_stream(id),
     };
     // Boxed: the call's future is large, and the spawned task that holds this one is moved
     // through the runtime's layers; a pointer moves cheaply.

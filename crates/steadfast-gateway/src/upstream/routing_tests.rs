@@ -305,7 +305,7 @@ fn from_server(up: &Arc<Upstream>, link: &Arc<Link>, line: &str, related: Option
 async fn related_messages_go_on_the_requests_stream_while_it_is_open() {
     let (up, link, _rx) = upstream();
     let (a, b) = (client(&up), client(&up));
-    let stream = a.open_stream("1", 8);
+    let stream = Arc::new(crate::wire::outbound::Outbound::new(8));
     let (ga, _ra) = up.call_related(
         &link,
         "tools/call",
@@ -337,10 +337,8 @@ async fn related_messages_go_on_the_requests_stream_while_it_is_open() {
     assert!(queued(&a).is_empty(), "nothing on the session's queue");
     assert!(queued(&b).is_empty(), "a related log is not broadcast");
     // The response ends the stream; what comes after goes to the session's queue.
-    a.respond(
-        "1",
-        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec(),
-    );
+    let response = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec();
+    assert!(stream.finish(response).is_ok());
     assert_eq!(drain(&stream).len(), 1, "the response, last");
     assert!(stream.is_finished());
     server_asks(&up, &link, "s2", related);
@@ -355,7 +353,7 @@ async fn related_messages_go_on_the_requests_stream_while_it_is_open() {
 async fn a_full_request_stream_refuses_the_servers_request_at_once() {
     let (up, link, mut rx) = upstream();
     let a = client(&up);
-    let stream = a.open_stream("1", 1);
+    let stream = Arc::new(crate::wire::outbound::Outbound::new(1));
     let (ga, _ra) = up.call_related(
         &link,
         "tools/call",

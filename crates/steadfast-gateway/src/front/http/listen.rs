@@ -29,8 +29,9 @@ pub(super) async fn serve(
         );
     }
     let cap = session.limits.max_queued_notifications;
-    let stream = session.client.open_stream(&id, cap);
-    session.serve_modern(&id, crate::session::listen::LISTEN.to_owned(), params, raw);
+    let (reply, stream) = crate::session::Reply::stream(cap);
+    let method = crate::session::listen::LISTEN.to_owned();
+    session.serve_modern(reply, &id, method, params, raw);
     let mut guard = CancelUnlessAnswered {
         session,
         id,

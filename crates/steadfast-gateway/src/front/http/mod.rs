@@ -38,7 +38,6 @@ use crate::route::router::Router;
 use crate::route::topology::UpstreamSet;
 use crate::session::Session;
 use crate::session::client::Client;
-use crate::wire::framing::Frame;
 use crate::wire::jsonrpc::{Envelope, MessageKind};
 use crate::wire::outbound::Outbound;
 

@@ -14,6 +14,7 @@
 use super::answer::{ANSWER_BOUND, CancelUnlessAnswered};
 use super::sse::post_stream;
 use super::*;
+use crate::session::Reply;
 use crate::wire::era;
 
 /// The routing headers of a POST, read before its body is.
@@ -131,18 +132,17 @@ impl Message {
     pub(super) fn unenveloped(
         kind: MessageKind,
         method: &str,
-        id: Option<String>,
-        body: &[u8],
+        id: Option<&str>,
+        env: &Envelope<'_>,
     ) -> Self {
-        let params = Envelope::parse(body)
-            .ok()
-            .and_then(|(env, _)| env.params)
+        let params = env
+            .params
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_default();
         Self {
             kind,
             method: method.to_owned(),
-            id,
+            id: id.map(str::to_owned),
             params,
             raw: None,
         }
@@ -240,13 +240,12 @@ impl Front {
             return super::listen::serve(session, id, params, raw, headers.sse, answer).await;
         }
         if headers.sse {
-            let cap = limits.max_queued_notifications;
-            let stream = session.client.open_stream(&id, cap);
-            session.serve_modern(&id, method, params, raw);
+            let (reply, stream) = Reply::stream(limits.max_queued_notifications);
+            session.serve_modern(reply, &id, method, params, raw);
             return post_stream(session, id, stream, answer).await;
         }
-        let rx = session.client.await_response(&id);
-        session.serve_modern(&id, method, params, raw);
+        let (reply, rx) = Reply::once();
+        session.serve_modern(reply, &id, method, params, raw);
         let mut guard = CancelUnlessAnswered {
             session: session.clone(),
             id,

@@ -6,6 +6,7 @@ use super::modern::ModernHeaders;
 use super::sessions::end;
 use super::sse::{accepts_sse, post_stream};
 use super::*;
+use crate::session::Reply;
 
 fn loopback_origin(origin: &str) -> bool {
     let rest = origin
@@ -154,52 +155,48 @@ impl Front {
             Ok(b) => b,
             Err(too_large) => return too_large,
         };
-        // A modern client's request is decoded here, once (`modern_params`).
-        let mut modern = None;
-        let parsed = Envelope::parse(&body).map(|(env, kind)| {
-            if existing.is_none() {
-                modern = super::modern::modern_params(&env, &body);
-            }
-            (
-                kind,
-                env.method.as_deref().map(str::to_owned),
-                env.id.map(|i| i.get().to_owned()),
-            )
-        });
-        if let Err(malformed) = &parsed {
-            return bad_message(&body, malformed);
-        }
-        let (session, new) = match (existing, &parsed) {
-            (Some(s), _) => (s, false),
-            (None, Ok((MessageKind::Request, Some(m), _))) if m == "initialize" => {
-                match self.open_session(&body) {
-                    Some(s) => (s, true),
-                    None => return full(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n"),
-                }
-            }
+        // Decoded here, once: the session is handed the decoded message (`Session::handle`),
+        // and a modern client's params are decoded here for the front and the session alike.
+        let (env, kind) = match Envelope::parse(&body) {
+            Ok(x) => x,
+            Err(malformed) => return bad_message(&body, &malformed),
+        };
+        let method = env.method.as_deref();
+        let id = env.id.map(serde_json::value::RawValue::get);
+        let modern = match existing {
+            None => super::modern::modern_params(&env, &body),
+            Some(_) => None,
+        };
+        let (session, new) = match (existing, kind, method) {
+            (Some(s), ..) => (s, false),
+            (None, MessageKind::Request, Some("initialize")) => match self.open_session(&body) {
+                Some(s) => (s, true),
+                None => return full(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n"),
+            },
             // A modern client (MCP 2026-07-28): served on its own, no session.
-            (None, Ok((kind, Some(m), id))) if modern.is_some() => {
-                let (kind, m, id) = (*kind, m.clone(), id.clone());
+            (None, kind, Some(m)) if modern.is_some() => {
                 let (params, raw) = modern.unwrap_or_default();
                 let message = super::modern::Message {
                     kind,
-                    method: m,
-                    id,
+                    method: m.to_owned(),
+                    id: id.map(str::to_owned),
                     params,
                     raw,
                 };
+                let body = body.clone();
                 return self
                     .post_modern(&modern_headers, message, body, identity)
                     .await;
             }
             // Sent with a modern version's headers but without the `_meta` envelope.
-            (None, Ok((kind, Some(m), id))) if modern_headers.is_modern() => {
-                let message = super::modern::Message::unenveloped(*kind, m, id.clone(), &body);
+            (None, kind, Some(m)) if modern_headers.is_modern() => {
+                let message = super::modern::Message::unenveloped(kind, m, id, &env);
+                let body = body.clone();
                 return self
                     .post_modern(&modern_headers, message, body, identity)
                     .await;
             }
-            (None, _) => {
+            (None, ..) => {
                 return full(
                     StatusCode::BAD_REQUEST,
                     "no Mcp-Session-Id: send initialize first\n",
@@ -217,26 +214,23 @@ impl Front {
         // `initialize` is always answered with JSON: nothing relates to it, and the session
         // is kept only once its answer is known to be a success.
         let streamed = sse && !new;
-        match &parsed {
-            Ok((MessageKind::Request, _, Some(id))) if streamed => {
+        match (kind, id) {
+            (MessageKind::Request, Some(id)) if streamed => {
                 let cap = self.config.limits.max_queued_notifications;
-                let stream = session.client.open_stream(id, cap);
-                session.on_frame(crate::wire::framing::one_line(Frame::Line(
-                    bytes::BytesMut::from(&body[..]),
-                )));
-                post_stream(session, id.clone(), stream, json_response).await
+                let (reply, stream) = Reply::stream(cap);
+                let id = id.to_owned();
+                session.handle(&env, kind, &body, reply);
+                post_stream(session, id, stream, json_response).await
             }
-            Ok((MessageKind::Request, _, Some(id))) => {
-                let rx = session.client.await_response(id);
-                session.on_frame(crate::wire::framing::one_line(Frame::Line(
-                    bytes::BytesMut::from(&body[..]),
-                )));
-                self.answer(session, new, id.clone(), rx).await
+            (MessageKind::Request, Some(id)) => {
+                let (reply, rx) = Reply::once();
+                let id = id.to_owned();
+                session.handle(&env, kind, &body, reply);
+                self.answer(session, new, id, rx).await
             }
             _ => {
-                session.on_frame(crate::wire::framing::one_line(Frame::Line(
-                    bytes::BytesMut::from(&body[..]),
-                )));
+                // A notification or a response: nothing answers it.
+                session.handle(&env, kind, &body, Reply::queue());
                 full(StatusCode::ACCEPTED, "")
             }
         }
@@ -279,6 +273,7 @@ impl Front {
             1 => chunks.pop().unwrap_or_default(),
             _ => Bytes::from(chunks.concat()),
         };
+        let b = one_line(b);
         // (Rewritten only when traced and the header is set: `trace_header`.)
         Ok(
             match trace.and_then(|t| crate::wire::trace_context::adopt(&b, &t)) {
@@ -333,7 +328,6 @@ impl Front {
         let answer = tokio::time::timeout(ANSWER_BOUND, rx).await;
         guard.disarm();
         let Ok(Ok(line)) = answer else {
-            session.client.forget_response(&guard.id);
             return full(StatusCode::GATEWAY_TIMEOUT, "no answer\n");
         };
         // A session whose initialize failed is not kept: it would hold a slot for nothing.
@@ -440,6 +434,22 @@ fn bad_message(body: &[u8], malformed: &crate::wire::jsonrpc::Malformed) -> Resp
     let mut r = json_response(line);
     *r.status_mut() = StatusCode::BAD_REQUEST;
     r
+}
+
+/// The body with each raw CR and LF made a space (`wire::framing::one_line`): its params
+/// are relayed as written, and a pretty-printed body would break a stdio upstream's framing.
+/// (A compact body, the common case, is not copied.)
+fn one_line(b: Bytes) -> Bytes {
+    if memchr::memchr2(b'\n', b'\r', &b).is_none() {
+        return b;
+    }
+    let mut line = bytes::BytesMut::from(&b[..]);
+    for c in line.iter_mut() {
+        if *c == b'\n' || *c == b'\r' {
+            *c = b' ';
+        }
+    }
+    line.freeze()
 }
 
 /// An `initialize` under way, counted against `max_sessions` until this is dropped (answered,

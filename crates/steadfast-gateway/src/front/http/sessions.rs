@@ -5,8 +5,8 @@ use super::*;
 
 /// Ends a session: what it has in flight is cancelled, its event streams end.
 pub(super) fn end(s: &Session) {
+    // (Fronts awaiting an answer stop waiting as the cancelled requests drop their replies.)
     s.cancel_all();
-    s.client.forget_all();
     s.client.out.close();
     if let Some(stop) = s
         .client

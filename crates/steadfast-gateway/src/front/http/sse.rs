@@ -98,7 +98,7 @@ pub(super) async fn post_stream(
                 _ = tx.closed() => return,
                 _ = tokio::time::sleep_until(deadline) => {
                     guard.disarm();
-                    guard.session.client.forget_response(&guard.id);
+                    stream.close();
                     return;
                 }
             };
@@ -136,7 +136,7 @@ impl hyper::body::Body for SseBody {
 
 /// A POST's stream's first message by `deadline`, or the 504 it gets when nothing
 /// will answer: cancelled by the client or the session ended (the guard disarmed), or the
-/// bound passed (the pending response forgotten too).
+/// bound passed (the stream closed too).
 pub(super) async fn first_message(
     guard: &mut CancelUnlessAnswered,
     stream: &Outbound,
@@ -150,7 +150,7 @@ pub(super) async fn first_message(
         }
         Err(_) => {
             guard.disarm();
-            guard.session.client.forget_response(&guard.id);
+            stream.close(); // what the request still sends goes nowhere
             Err(full(StatusCode::GATEWAY_TIMEOUT, "no answer\n"))
         }
     }

@@ -165,7 +165,7 @@ async fn fulfil(
         }
     }
     let bound = session.upstream().settings().request_timeout;
-    let stream = session.client.request_stream(id);
+    let stream = session.request_stream(id);
     let mut waits = Vec::with_capacity(requests.len());
     for (key, request) in requests {
         let method = request.get("method").and_then(Value::as_str).unwrap_or("");

@@ -33,8 +33,8 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::Session;
 use crate::session::client::{Client, Moved};
+use crate::session::{Registered, Session};
 pub(crate) use crate::upstream::capability_for;
 use crate::wire::era;
 use crate::wire::jsonrpc::{self, Envelope, code};
@@ -121,7 +121,7 @@ fn begin(
     let link = Arc::new(RunLink {
         serial: NEXT_RUN.fetch_add(1, Ordering::Relaxed),
         caps,
-        stream: session.client.request_stream(id),
+        stream: session.request_stream(id),
         tx,
     });
     session.client.runs().lock().push(link.clone());
@@ -139,9 +139,9 @@ fn begin(
 }
 
 /// What a modern request's task holds while its call runs (see [`prepare`]).
-pub(crate) struct Prepared<R> {
+pub(crate) struct Prepared {
     /// The request's registration, unless [`answer_first`] holds it (a run).
-    pub(crate) reg: Option<R>,
+    pub(crate) reg: Option<Registered>,
     /// The run's guard, when the request may be answered `input_required`.
     pub(crate) run: Option<RunGuard>,
     /// What cancels the call: the request's own, or the run's.
@@ -153,15 +153,14 @@ pub(crate) struct Prepared<R> {
 /// Prepares a modern request's call: when it may be answered `input_required` ([`begin`]),
 /// a responder ([`answer_first`]) is spawned that holds `reg` and watches `ct`, and the call
 /// is cancelled by the run instead.
-pub(crate) fn prepare<R: Send + 'static>(
+pub(crate) fn prepare(
     session: &Arc<Session>,
-    id: &Arc<str>,
     method: &str,
     params: &Value,
-    reg: R,
+    reg: Registered,
     ct: CancellationToken,
-) -> Prepared<R> {
-    let Some((run, guard)) = begin(session, id, method, params) else {
+) -> Prepared {
+    let Some((run, guard)) = begin(session, reg.id(), method, params) else {
         return Prepared {
             reg: Some(reg),
             run: None,
@@ -179,7 +178,6 @@ pub(crate) fn prepare<R: Send + 'static>(
     let cancel = run.cancel.clone();
     tokio::spawn(answer_first(
         session.clone(),
-        id.clone(),
         method.to_owned(),
         params.clone(),
         run,
@@ -383,15 +381,15 @@ pub(crate) fn state_of(params: &Value) -> Option<&str> {
 
 /// Answers the first request of a run: the call's result, or `input_required` when the server
 /// asks first. `reg` (the request's registration) ends with the answer.
-pub(crate) async fn answer_first<R: Send + 'static>(
+pub(crate) async fn answer_first(
     session: Arc<Session>,
-    id: Arc<str>,
     method: String,
     params: Value,
     run: Run,
     ct: CancellationToken,
-    reg: R,
+    reg: Registered,
 ) {
+    let id = reg.id().clone();
     let Run { link, rx, cancel } = run;
     drop(link);
     let parked = Parked {
@@ -405,9 +403,8 @@ pub(crate) async fn answer_first<R: Send + 'static>(
     };
     let line = drive(&session, &id, &method, parked, &ct).await;
     if let Some(line) = line {
-        session.client.respond(&id, line);
+        reg.answer(line);
     }
-    drop(reg);
 }
 
 /// Serves a retry carrying the gateway's `requestState` (`state`): the client's
@@ -459,7 +456,7 @@ pub(crate) async fn resume(
             Some(t) if t.is_string() || t.is_number() => Moved::To {
                 token: t.clone(),
                 client: Arc::downgrade(&session.client),
-                stream: session.client.request_stream(id),
+                stream: session.request_stream(id),
             },
             _ => Moved::Parked,
         };
