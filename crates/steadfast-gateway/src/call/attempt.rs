@@ -12,7 +12,7 @@ use steadfast_mcp::{CallFailure, RetryOnIsError};
 use tokio::time::Instant;
 
 use super::span;
-use crate::upstream::{Downstream, Params, ProgressRoute, Reply, Upstream};
+use crate::upstream::{Downstream, Params, ProgressRoute, Reply, Upstream, UpstreamError};
 use crate::wire::outbound::Outbound;
 
 /// A raw result and whether it says `isError: true`.
@@ -195,26 +195,41 @@ fn into_answer(reply: Reply, max_size: usize) -> Result<Answer, CallFailure> {
                     .unwrap_or(false);
             Ok(Answer { raw, is_error })
         }
-        Reply::Error(raw) => {
+        other => Err(failure(other.into_result().err(), max_size)),
+    }
+}
+
+/// What a call's engine makes of an upstream's error: the server's own error is judged by its
+/// code; a request that never left is safe to send again; a lost one or a timeout may have
+/// run.
+fn failure(error: Option<UpstreamError>, max_size: usize) -> CallFailure {
+    match error {
+        Some(UpstreamError::Rpc(raw)) => {
             let data: ErrorData = serde_json::from_str(&raw).unwrap_or_else(|_| {
                 ErrorData::internal_error("the upstream sent an unreadable error", None)
             });
-            Err(CallFailure::Rpc(data))
+            CallFailure::Rpc(data)
         }
-        Reply::NotSent(why) => Err(CallFailure::NotSent(why)),
-        Reply::Lost(_) => Err(CallFailure::Lost(rmcp::ServiceError::TransportClosed)),
-        Reply::TooLarge(len) => Err(CallFailure::Rpc(ErrorData::invalid_request(
+        Some(UpstreamError::NotSent(why)) => CallFailure::NotSent(why),
+        Some(UpstreamError::Lost(_)) | None => {
+            CallFailure::Lost(rmcp::ServiceError::TransportClosed)
+        }
+        Some(UpstreamError::Timeout(after)) => timed_out(Some(after)),
+        Some(UpstreamError::TooLarge(len)) => CallFailure::Rpc(ErrorData::invalid_request(
             format!(
                 "the tool's reply ({len} bytes) exceeds max_message_size ({max_size} bytes); it cannot be relayed"
             ),
             None,
-        ))),
-        Reply::Http(status, body) => Err(CallFailure::Rpc(ErrorData::internal_error(
+        )),
+        Some(UpstreamError::Http(status, body)) => CallFailure::Rpc(ErrorData::internal_error(
             format!(
                 "HTTP {status}: {}",
                 body.chars().take(300).collect::<String>()
             ),
             None,
-        ))),
+        )),
+        Some(e @ UpstreamError::Invalid(_)) => {
+            CallFailure::Rpc(ErrorData::internal_error(e.to_string(), None))
+        }
     }
 }

@@ -279,17 +279,18 @@ impl Auth {
     pub(crate) fn scope_challenge(
         &self,
         identity: &Identity,
-        body: &[u8],
+        request: &Asked<'_>,
     ) -> Option<Response<Body>> {
         let access = identity.access.as_ref()?;
-        let v: Value = serde_json::from_slice(body).ok()?;
-        let (item, key) = match v.get("method")?.as_str()? {
+        let (item, key) = match request.method {
             "tools/call" => (Item::Tool, "name"),
             "prompts/get" => (Item::Prompt, "name"),
             "resources/read" => (Item::Resource, "uri"),
             _ => return None,
         };
-        let name = v.pointer(&format!("/params/{key}"))?.as_str()?;
+        // (The params are read only for the three gated methods, and only with a policy.)
+        let name = request.param(key)?;
+        let name = name.as_str();
         if access.allows(item, name) {
             return None;
         }
@@ -298,8 +299,8 @@ impl Auth {
             return None;
         }
         tracing::info!(sub = %identity.sub, name, "[auth] a call needs a scope the token lacks");
-        let id = v.get("id").map_or("null".to_owned(), Value::to_string);
-        let line = crate::session::identity::forbidden(&id, item, name, &scopes);
+        let id = request.id.unwrap_or("null");
+        let line = crate::session::identity::forbidden(id, item, name, &scopes);
         let mut r = full(StatusCode::FORBIDDEN, line);
         r.headers_mut().insert(
             hyper::header::CONTENT_TYPE,
@@ -504,9 +505,33 @@ pub(crate) fn claim(
 pub(crate) fn scope_challenge(
     auth: Option<&Auth>,
     identity: Option<&Arc<Identity>>,
-    body: &[u8],
+    request: &Asked<'_>,
 ) -> Option<Response<Body>> {
-    auth?.scope_challenge(identity?, body)
+    auth?.scope_challenge(identity?, request)
+}
+
+/// A request as the front decoded it, for the scope challenge: its id (raw JSON), method and
+/// params — as written, or decoded already (a modern request's).
+pub(crate) struct Asked<'a> {
+    /// The request's id (raw JSON), if it has one.
+    pub id: Option<&'a str>,
+    /// Its method.
+    pub method: &'a str,
+    /// Its params as written.
+    pub raw: Option<&'a str>,
+    /// Its params decoded, when the front decoded them.
+    pub decoded: Option<&'a Value>,
+}
+
+impl Asked<'_> {
+    /// A string member of the params.
+    fn param(&self, key: &str) -> Option<String> {
+        if let Some(v) = self.decoded {
+            return v.get(key)?.as_str().map(str::to_owned);
+        }
+        let v: Value = serde_json::from_str(self.raw?).ok()?;
+        v.get(key)?.as_str().map(str::to_owned)
+    }
 }
 
 #[cfg(test)]

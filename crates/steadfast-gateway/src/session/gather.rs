@@ -18,9 +18,10 @@ use crate::route::router::{Kind, MAX_NAMES, Relisted};
 use crate::route::upstream_route::Route;
 use crate::session::Session;
 use crate::session::relay::InitAnswer;
-use crate::upstream::{Params, Reply};
+use crate::upstream::Page;
 use crate::wire::jsonrpc::{self, code};
 use crate::wire::methods::CHANGED;
+use futures::StreamExt;
 
 /// Most pages gathered from one upstream for one list.
 const MAX_PAGES: usize = 100;
@@ -386,43 +387,23 @@ impl Session {
             self.router.replay_level(route, bound).await;
             let mut out = Vec::new();
             let mut taught = Taught::default();
-            let mut cursor: Option<Value> = None;
             let mut bytes = 0usize;
-            for page in 0..MAX_PAGES {
-                let params = cursor.take().map(|c| json!({ "cursor": c }));
-                let (guard, rx) = upstream.call_from(
-                    &link,
-                    method,
-                    params.as_ref().map(Params::Value),
-                    None,
-                    Some(&*self.client),
-                );
-                let reply = rx
-                    .await
-                    .unwrap_or_else(|_| Reply::Lost("the request was dropped".to_owned()));
-                guard.finish();
-                let raw = match reply {
-                    Reply::Result(raw) => raw,
-                    Reply::Error(e) => {
-                        return Err(format!("it answered {method} with an error: {e}"));
-                    }
-                    Reply::TooLarge(len) => {
-                        return Err(format!(
-                            "its {method} reply ({len} bytes) exceeds max_message_size"
-                        ));
-                    }
-                    Reply::NotSent(why) | Reply::Lost(why) => return Err(why),
-                    Reply::Http(status, _) => return Err(format!("it answered HTTP {status}")),
-                };
-                bytes = bytes.saturating_add(raw.len());
+            let pages = upstream.pages(&link, method, Some(&*self.client), MAX_PAGES);
+            futures::pin_mut!(pages);
+            let mut page = 0;
+            let mut more = false;
+            while let Some(next) = pages.next().await {
+                let Page {
+                    mut value,
+                    bytes: n,
+                } = next.map_err(|e| format!("{method}: {e}"))?;
+                bytes = bytes.saturating_add(n);
                 if bytes > cap {
                     tracing::warn!(upstream = %route.name, "{method}: more than {cap} bytes (max_message_size) in all; the rest is left out");
                     break;
                 }
-                let mut v: Value = serde_json::from_str(&raw)
-                    .map_err(|e| format!("its {method} result is not JSON: {e}"))?;
-                self.learn(route, method, &v, page == 0, &mut taught);
-                let items = v
+                self.learn(route, method, &value, page == 0, &mut taught);
+                let items = value
                     .get_mut(key)
                     .and_then(Value::as_array_mut)
                     .map(std::mem::take)
@@ -432,12 +413,10 @@ impl Session {
                         .into_iter()
                         .filter_map(|item| self.namespace(route, method, item, &mut taught.names)),
                 );
-                cursor = v.get("nextCursor").filter(|c| !c.is_null()).cloned();
-                if cursor.is_none() {
-                    break;
-                }
+                more = value.get("nextCursor").is_some_and(|c| !c.is_null());
+                page += 1;
             }
-            if cursor.is_some() {
+            if more && page >= MAX_PAGES {
                 tracing::warn!(upstream = %route.name, "{method}: the list is cut short; the rest is left out");
             }
             // What this list taught replaces what the previous one did.

@@ -11,6 +11,7 @@ mod dispatch;
 mod gather;
 pub(crate) mod health;
 pub(crate) mod identity;
+mod in_flight;
 pub(crate) mod input_required;
 pub(crate) mod listen;
 mod modern;
@@ -19,7 +20,6 @@ pub(crate) mod reply;
 pub(crate) mod span;
 pub(crate) mod tool_call;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -111,16 +111,8 @@ pub(crate) struct Session {
     /// The extension installed by the front (durable tool calls, when the config has
     /// durable tools), if any.
     extension: std::sync::OnceLock<Arc<dyn Extension>>,
-    /// Requests in flight by client id (see [`InFlight`]).
-    /// (Keyed by the id shared with the request's task: one allocation per request. Ids are
-    /// the client's, so the hasher stays a keyed one.)
-    in_flight: Mutex<HashMap<Arc<str>, InFlight, foldhash::fast::RandomState>>,
-    /// Some request in flight has a stream of its own (an HTTP POST answered with events):
-    /// only then does [`Session::request_stream`] look one up (the stdio front never does).
-    streams: AtomicBool,
-    /// Woken when the in-flight table empties (a stdio front drains it at stdin's end).
-    idle: tokio::sync::Notify,
-    serial: std::sync::atomic::AtomicU64,
+    /// The requests in flight.
+    in_flight: in_flight::InFlight,
     warned_garbage: AtomicBool,
     warned_unlisted: AtomicBool,
     /// The client, when the front identified it from a token (`identity.rs`).
@@ -131,26 +123,11 @@ pub(crate) struct Session {
     capabilities: std::sync::OnceLock<input_required::Caps>,
 }
 
-/// A request in flight: a serial (so a finished task never removes a newer request that reused
-/// its id), its cancellation, and its own stream when its front gave it one (what the server
-/// relates to the request goes there).
-struct InFlight {
-    serial: u64,
-    cancel: CancellationToken,
-    stream: Option<Arc<Outbound>>,
-}
-
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session").finish_non_exhaustive()
     }
 }
-
-/// The in-flight table's capacity above which an emptied table is shrunk (and the heap
-/// trimmed). Below it the table is kept: a client that keeps ~100 calls in flight empties it
-/// now and then, and shrinking it each time made it grow again (five rehashes per cycle, a
-/// few percent of the proxy's work per call at 64 in flight). Kept, it is a few KiB.
-const SHRINK_ABOVE: usize = 256;
 
 /// A request in flight, held by the task that serves it: answered through it, and removed
 /// from the in-flight table however the task ends (unanswered, its [`Reply`] is dropped, and
@@ -186,24 +163,7 @@ impl Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        let mut map = self
-            .session
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if map.get(&*self.id).is_some_and(|f| f.serial == self.serial) {
-            map.remove(&*self.id);
-            metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
-            if map.is_empty() {
-                self.session.idle.notify_waiters();
-            }
-        }
-        if map.is_empty() && map.capacity() > SHRINK_ABOVE {
-            // A burst is over: give its memory back rather than keep the high-water mark.
-            map.shrink_to_fit();
-            drop(map);
-            crate::wire::memory::release();
-        }
+        self.session.in_flight.remove(&self.id, self.serial);
     }
 }
 
@@ -268,10 +228,7 @@ impl Session {
             initialized: AtomicBool::new(false),
             stateless: false,
             extension: std::sync::OnceLock::new(),
-            in_flight: Mutex::default(),
-            streams: AtomicBool::new(false),
-            idle: tokio::sync::Notify::new(),
-            serial: std::sync::atomic::AtomicU64::new(0),
+            in_flight: in_flight::InFlight::default(),
             warned_garbage: AtomicBool::new(false),
             warned_unlisted: AtomicBool::new(false),
             identity: Mutex::default(),
@@ -356,67 +313,34 @@ impl Session {
 
     /// Requests in flight now.
     pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.in_flight.len()
     }
 
     /// Resolves once no request is in flight (at once if none is): the requests read so far
     /// have their answers queued.
     pub(crate) async fn drained(&self) {
-        loop {
-            let idle = self.idle.notified();
-            tokio::pin!(idle);
-            // Registered before the check: an emptying between the two is not missed.
-            idle.as_mut().enable();
-            if self.in_flight() == 0 {
-                return;
-            }
-            idle.await;
-        }
+        self.in_flight.drained().await;
     }
 
     /// Cancels every request in flight (the client went away): their upstream requests are
-    /// cancelled as their tasks drop them.
+    /// cancelled as their tasks drop them, and fronts awaiting their answers stop waiting as
+    /// the tasks drop their replies.
     pub(crate) fn cancel_all(&self) {
         self.closed.cancel();
-        let drained: Vec<CancellationToken> = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .map(|(_, f)| f.cancel)
-            .collect();
-        metrics::gauge!("steadfast_requests_in_flight").decrement(drained.len() as f64);
-        for ct in drained {
-            ct.cancel();
-        }
+        self.in_flight.cancel_all();
     }
 
     /// Cancels the client's request `id` (raw JSON) if it is in flight: it is not answered
     /// (MCP), its upstream request is cancelled as its task drops it, and a front waiting for
     /// it stops waiting (the task drops its [`Reply`]).
     pub(crate) fn cancel_request(&self, id: &str) {
-        let gone = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-        if let Some(f) = gone {
-            metrics::gauge!("steadfast_requests_in_flight").decrement(1.0);
-            f.cancel.cancel();
-        }
+        self.in_flight.cancel(id);
     }
 
     /// The own stream of request `id` in flight (an HTTP POST answered with server-sent
     /// events), if it has one: its progress and the server's related requests go there.
     pub(crate) fn request_stream(&self, id: &str) -> Option<Arc<Outbound>> {
-        if !self.streams.load(Ordering::Relaxed) {
-            return None; // the stdio front: no lookup per call
-        }
-        let map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(id).and_then(|f| f.stream.clone())
+        self.in_flight.stream(id)
     }
 
     /// Handles one frame from the client (the stdio front): its answers go on the client's
@@ -511,53 +435,36 @@ impl Session {
         id: &str,
         reply: Reply,
     ) -> Option<(CancellationToken, Registered)> {
-        let mut map = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= self.limits.max_in_flight {
-            drop(map);
-            self.refuse(
-                reply,
-                id,
-                code::OVERLOADED,
-                &format!(
-                    "too many requests in flight (max_in_flight = {}); retry after some complete",
-                    self.limits.max_in_flight
-                ),
-            );
-            return None;
-        }
-        if map.contains_key(id) {
-            drop(map);
-            self.refuse(
-                reply,
-                id,
-                code::INVALID_REQUEST,
-                "invalid request: a request with this id is already in flight",
-            );
-            return None;
-        }
-        let cancel = CancellationToken::new();
-        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
-        let id: Arc<str> = id.into();
-        let stream = reply.request_stream().cloned();
-        if stream.is_some() {
-            self.streams.store(true, Ordering::Relaxed);
-        }
-        let entry = InFlight {
-            serial,
-            cancel: cancel.clone(),
-            stream,
+        let max = self.limits.max_in_flight;
+        let ticket = match self
+            .in_flight
+            .enter(id, reply.request_stream().cloned(), max)
+        {
+            Ok(t) => t,
+            Err(in_flight::Full::Table(max)) => {
+                let why = format!(
+                    "too many requests in flight (max_in_flight = {max}); retry after some complete"
+                );
+                self.refuse(reply, id, code::OVERLOADED, &why);
+                return None;
+            }
+            Err(in_flight::Full::SameId) => {
+                self.refuse(
+                    reply,
+                    id,
+                    code::INVALID_REQUEST,
+                    "invalid request: a request with this id is already in flight",
+                );
+                return None;
+            }
         };
-        map.insert(id.clone(), entry);
-        metrics::gauge!("steadfast_requests_in_flight").increment(1.0);
-        Some((
-            cancel,
-            Registered {
-                session: self.clone(),
-                id,
-                serial,
-                reply: Some(reply),
-            },
-        ))
+        let registered = Registered {
+            session: self.clone(),
+            id: ticket.id,
+            serial: ticket.serial,
+            reply: Some(reply),
+        };
+        Some((ticket.cancel, registered))
     }
 }
 
@@ -595,22 +502,6 @@ fn handshake_result(params: &str, result: String) -> String {
 pub(crate) fn progress_token(params: &str) -> Option<String> {
     let v: Value = serde_json::from_str(params).ok()?;
     v.pointer("/_meta/progressToken").map(Value::to_string)
-}
-
-/// A relayed JSON-RPC error object with its message and data sanitized, keeping its shape.
-pub(crate) fn sanitize_error_object(raw: &str) -> String {
-    let Ok(mut v) = serde_json::from_str::<Value>(raw) else {
-        return raw.to_owned();
-    };
-    if let Some(m) = v.get("message").and_then(Value::as_str)
-        && let std::borrow::Cow::Owned(clean) = steadfast::sanitize(m)
-    {
-        v["message"] = Value::String(clean);
-    }
-    if let Some(data) = v.get_mut("data") {
-        crate::wire::sanitize::sanitize_value(data);
-    }
-    v.to_string()
 }
 
 /// A client's protocol version as the spans keep it: at most 32 characters (the client's text).

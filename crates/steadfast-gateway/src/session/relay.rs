@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use super::{Session, progress_token, sanitize_error_object};
+use super::{Session, progress_token};
 use crate::route::topology::Topology;
 use crate::route::upstream_route::Route;
-use crate::upstream::{Params, Reply};
+use crate::upstream::{Params, Related};
 use crate::wire::jsonrpc::{self, code};
 
 /// The answer to `initialize`, and what it means for the session.
@@ -181,48 +181,18 @@ impl Session {
                 activity: Arc::default(),
                 stream: stream.clone(),
             });
-        let (guard, rx) = upstream.call_related(
-            &link,
-            method,
-            params.map(Params::Raw),
+        let related = Related {
+            origin: Some(&*self.client),
             progress,
-            Some(&*self.client),
             stream,
-        );
-        let bound = upstream.settings().request_timeout;
-        let reply = match tokio::time::timeout(bound, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Reply::Lost("the upstream request was dropped".to_owned()),
-            Err(_) => {
-                drop(guard);
-                return Err(jsonrpc::error_response(
-                    id,
-                    code::UPSTREAM_TIMEOUT,
-                    &format!("the upstream did not answer {method} within {bound:?}"),
-                ));
-            }
         };
-        guard.finish();
-        Err(match reply {
-            Reply::Result(r) => return Ok(r),
-            Reply::Error(e) => jsonrpc::raw_error_response(id, &sanitize_error_object(&e)),
-            Reply::TooLarge(len) => jsonrpc::error_response(
-                id,
-                code::TOO_LARGE,
-                &format!(
-                    "the upstream's reply ({len} bytes) exceeds max_message_size ({} bytes)",
-                    upstream.settings().max_message_size
-                ),
-            ),
-            Reply::NotSent(why) | Reply::Lost(why) => {
-                jsonrpc::error_response(id, code::UPSTREAM_UNAVAILABLE, &steadfast::sanitize(&why))
-            }
-            Reply::Http(status, body) => jsonrpc::error_response(
-                id,
-                code::INTERNAL_ERROR,
-                &steadfast::sanitize(&format!("the upstream answered HTTP {status}: {body}")),
-            ),
-        })
+        let bound = upstream.settings().request_timeout;
+        let params = params.map(Params::Raw);
+        let max_size = upstream.settings().max_message_size;
+        upstream
+            .request(&link, method, params, related, bound)
+            .await
+            .map_err(|e| e.answer(id, method, max_size))
     }
 
     /// A `tools/list` page: hints learned, the health tool appended to the last page.

@@ -17,6 +17,7 @@ mod listen;
 #[cfg(feature = "http")]
 mod param_headers;
 mod pending;
+mod request;
 mod supervisor;
 mod task_owners;
 
@@ -42,6 +43,7 @@ pub(crate) use inbound::{Transient, register_transient};
 pub(crate) use link::Link;
 use pending::Pending;
 pub(crate) use pending::{Params, ProgressRoute, Reply};
+pub(crate) use request::{Page, Related, UpstreamError, sanitize_error_object};
 pub use stdio::DEPTH_VAR;
 
 /// How deeply proxies may wrap proxies before the next refuses to start (a config entry that

@@ -622,50 +622,25 @@ async fn handshake_call(
 
 /// Why a handshake that got no result failed, in words.
 fn handshake_failed(reply: Reply) -> String {
-    match reply {
-        Reply::NotSent(why) | Reply::Lost(why) => format!("the handshake failed: {why}"),
-        Reply::Http(status, body) => format!(
-            "the handshake failed: HTTP {status}: {}",
-            body.chars().take(200).collect::<String>()
-        ),
-        Reply::TooLarge(len) => {
-            format!("the handshake failed: the initialize result ({len} bytes) is too large")
+    match reply.into_result() {
+        Err(e @ super::UpstreamError::TooLarge(_)) => {
+            format!("the handshake failed: the initialize result: {e}")
         }
-        Reply::Result(_) | Reply::Error(_) => "the handshake failed".to_owned(),
+        Err(super::UpstreamError::Rpc(_)) | Ok(_) => "the handshake failed".to_owned(),
+        Err(e) => format!("the handshake failed: {e}"),
     }
 }
 
 /// Lists the server's tools (every page) to learn names and replay-safety hints, so that
 /// replay safety does not depend on the client listing tools.
 async fn learn_tools(up: Arc<Upstream>, link: Arc<super::Link>) {
-    let mut cursor: Option<String> = None;
-    for page in 0..100 {
-        let params = match &cursor {
-            Some(c) => serde_json::json!({ "cursor": c }),
-            None => serde_json::json!({}),
-        };
-        let (guard, rx) = up.call(
-            &link,
-            "tools/list",
-            Some(super::Params::Value(&params)),
-            None,
-        );
-        let Ok(Ok(Reply::Result(r))) = tokio::time::timeout(up.settings.request_timeout, rx).await
-        else {
-            drop(guard);
-            return;
-        };
-        guard.finish();
-        let Ok(v) = serde_json::from_str::<Value>(&r) else {
-            return;
-        };
-        up.learn_tools(&v, page == 0);
-        cursor = v
-            .get("nextCursor")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if cursor.is_none() {
-            return;
-        }
+    use futures::StreamExt;
+    let pages = up.pages(&link, "tools/list", None, 100);
+    futures::pin_mut!(pages);
+    let mut first = true;
+    // (A page that fails ends the stream: what was learned so far is kept.)
+    while let Some(Ok(page)) = pages.next().await {
+        up.learn_tools(&page.value, first);
+        first = false;
     }
 }

@@ -229,7 +229,13 @@ impl Front {
         if let Some(r) = super::super::auth::claim(auth, &session, identity.as_ref(), true) {
             return r; // (a throwaway session takes the token's subject: never refused)
         }
-        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), &body) {
+        let asked = super::super::auth::Asked {
+            id: Some(&id),
+            method: &method,
+            raw: None,
+            decoded: Some(&params),
+        };
+        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), &asked) {
             return r; // [auth] a scope challenge
         }
         // Served as the session would serve the line, without decoding it again.

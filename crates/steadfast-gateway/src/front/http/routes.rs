@@ -208,7 +208,13 @@ impl Front {
         if new && let Some(r) = super::super::auth::claim(auth, &session, identity.as_ref(), true) {
             return r; // (a new session takes the token's subject: never refused)
         }
-        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), &body) {
+        let asked = super::super::auth::Asked {
+            id,
+            method: method.unwrap_or_default(),
+            raw: env.params.map(serde_json::value::RawValue::get),
+            decoded: None,
+        };
+        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), &asked) {
             return r; // [auth] a scope challenge
         }
         // `initialize` is always answered with JSON: nothing relates to it, and the session

@@ -199,7 +199,7 @@ async fn fulfil(
             .collect()),
         // The client refused: its error answers the call.
         Err(Refused::Client(error)) => {
-            let error = crate::session::sanitize_error_object(&error);
+            let error = crate::upstream::sanitize_error_object(&error);
             Err(Some(jsonrpc::raw_error_response(id, &error)))
         }
         Err(Refused::Timeout) => fail(
