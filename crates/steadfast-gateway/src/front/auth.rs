@@ -30,7 +30,7 @@ use steadfast_oauth::{
 
 use crate::config::Config;
 use crate::config::auth::{AuthConfig, SecretSource};
-use crate::session::identity::{Access, Identity, Item};
+use crate::session::identity::{Access, Asked, Identity, Item};
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
@@ -279,6 +279,7 @@ impl Auth {
     pub(crate) fn scope_challenge(
         &self,
         identity: &Identity,
+        id: Option<&str>,
         request: &Asked<'_>,
     ) -> Option<Response<Body>> {
         let access = identity.access.as_ref()?;
@@ -299,7 +300,7 @@ impl Auth {
             return None;
         }
         tracing::info!(sub = %identity.sub, name, "[auth] a call needs a scope the token lacks");
-        let id = request.id.unwrap_or("null");
+        let id = id.unwrap_or("null");
         let line = crate::session::identity::forbidden(id, item, name, &scopes);
         let mut r = full(StatusCode::FORBIDDEN, line);
         r.headers_mut().insert(
@@ -505,33 +506,10 @@ pub(crate) fn claim(
 pub(crate) fn scope_challenge(
     auth: Option<&Auth>,
     identity: Option<&Arc<Identity>>,
+    id: Option<&str>,
     request: &Asked<'_>,
 ) -> Option<Response<Body>> {
-    auth?.scope_challenge(identity?, request)
-}
-
-/// A request as the front decoded it, for the scope challenge: its id (raw JSON), method and
-/// params — as written, or decoded already (a modern request's).
-pub(crate) struct Asked<'a> {
-    /// The request's id (raw JSON), if it has one.
-    pub id: Option<&'a str>,
-    /// Its method.
-    pub method: &'a str,
-    /// Its params as written.
-    pub raw: Option<&'a str>,
-    /// Its params decoded, when the front decoded them.
-    pub decoded: Option<&'a Value>,
-}
-
-impl Asked<'_> {
-    /// A string member of the params.
-    fn param(&self, key: &str) -> Option<String> {
-        if let Some(v) = self.decoded {
-            return v.get(key)?.as_str().map(str::to_owned);
-        }
-        let v: Value = serde_json::from_str(self.raw?).ok()?;
-        v.get(key)?.as_str().map(str::to_owned)
-    }
+    auth?.scope_challenge(identity?, id, request)
 }
 
 #[cfg(test)]

@@ -52,12 +52,8 @@ impl Session {
                 code::INVALID_REQUEST,
                 "the session is not initialized: send initialize first",
             ),
-            // The token's access policy (`identity.rs`): answered here when it forbids.
-            _ => match self.refusal(id, method, env.params.map(RawValue::get)) {
-                Some(forbidden) => reply.answer_capped(&self.client, forbidden),
-                None if method == "tools/call" => self.on_tools_call(reply, id, env),
-                None => self.on_relayed(reply, id, method, env),
-            },
+            "tools/call" => self.on_tools_call(reply, id, env),
+            _ => self.on_relayed(reply, id, method, env),
         }
     }
 
@@ -87,7 +83,7 @@ impl Session {
         if self.client.lock_era(Era::Handshake) != Era::Handshake {
             return self.refuse_other_era(reply, id, "initialize", env);
         }
-        let Some((_, reg)) = self.register(id, reply) else {
+        let Some((_, reg)) = self.register(id, &asked(env), reply) else {
             return;
         };
         self.initialized.store(true, Ordering::Release);
@@ -115,7 +111,7 @@ impl Session {
 
     /// `tools/call`: checked, then claimed by the extension or run with the call's policy.
     fn on_tools_call(self: &Arc<Self>, reply: Reply, id: &str, env: &Envelope<'_>) {
-        let Some((ct, reg)) = self.register(id, reply) else {
+        let Some((ct, reg)) = self.register(id, &asked(env), reply) else {
             return;
         };
         // Decoded only when something must read or rewrite them; checked either way.
@@ -177,7 +173,7 @@ impl Session {
     /// Any other request: served by the extension, or forwarded, and its answer relayed
     /// unless the client cancels it first.
     fn on_relayed(self: &Arc<Self>, reply: Reply, id: &str, method: &str, env: &Envelope<'_>) {
-        let Some((ct, reg)) = self.register(id, reply) else {
+        let Some((ct, reg)) = self.register(id, &asked(env), reply) else {
             return;
         };
         let me = self.clone();
@@ -237,4 +233,13 @@ impl Session {
 /// this client's revision does not know (`era::handshake_result`).
 fn handshake_answer(line: Vec<u8>) -> Vec<u8> {
     crate::wire::era::handshake_result(&line).unwrap_or(line)
+}
+
+/// What the access policy reads of a handshake-era request (its params as written).
+fn asked<'a>(env: &'a Envelope<'_>) -> crate::session::identity::Asked<'a> {
+    crate::session::identity::Asked {
+        method: env.method.as_deref().unwrap_or_default(),
+        raw: env.params.map(RawValue::get),
+        decoded: None,
+    }
 }

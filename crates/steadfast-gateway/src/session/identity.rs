@@ -127,6 +127,28 @@ impl crate::call::Caller for Session {
     }
 }
 
+/// A request's method and params as its front decoded them: what an access policy reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked<'a> {
+    /// The method.
+    pub method: &'a str,
+    /// The params as written, if the request has params.
+    pub raw: Option<&'a str>,
+    /// The params decoded, when the front decoded them already (read first).
+    pub decoded: Option<&'a Value>,
+}
+
+impl Asked<'_> {
+    /// A string member of the params (decoded only when the front did not).
+    pub(crate) fn param(&self, key: &str) -> Option<String> {
+        if let Some(v) = self.decoded {
+            return v.get(key)?.as_str().map(str::to_owned);
+        }
+        let v: Value = serde_json::from_str(self.raw?).ok()?;
+        v.get(key)?.as_str().map(str::to_owned)
+    }
+}
+
 impl Session {
     /// Whether the token's policy lets this client read the resource `uri` (always, without
     /// an identity or a policy).
@@ -137,14 +159,11 @@ impl Session {
     }
 
     /// The refusal (the line answering request `id`) when the policy forbids it.
-    pub(crate) fn refusal(&self, id: &str, method: &str, params: Option<&str>) -> Option<Vec<u8>> {
-        let (item, key) = gated(method)?;
+    pub(crate) fn refusal(&self, id: &str, asked: &Asked<'_>) -> Option<Vec<u8>> {
+        let (item, key) = gated(asked.method)?;
         let access = self.identity().and_then(|i| i.access.clone())?;
-        let name = params
-            .and_then(|p| serde_json::from_str::<Value>(p).ok())
-            .and_then(|p| p.get(key).and_then(Value::as_str).map(str::to_owned));
         // A request without a name is the upstream's (or the session's) to refuse.
-        let name = name.filter(|n| !access.allows(item, n))?;
+        let name = asked.param(key).filter(|n| !access.allows(item, n))?;
         tracing::debug!(session = %self.id, item = item.noun(), name, "refused by the access policy");
         Some(forbidden(id, item, &name, &access.scopes_for(item, &name)))
     }

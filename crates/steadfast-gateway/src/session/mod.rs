@@ -428,13 +428,20 @@ impl Session {
         }
     }
 
-    /// Enters request `id` in the in-flight table, its answer to go to `reply`; `None` (and
-    /// `reply` answered with the refusal) when the table is full or the id is in flight.
+    /// Enters request `id` (`asked`) in the in-flight table, its answer to go to `reply`;
+    /// `None` (and `reply` answered with the refusal) when the token's access policy forbids
+    /// it, the table is full, or the id is in flight. Every request served by a task of its own
+    /// passes here, whatever its era or front: the policy's one place (`identity.rs`).
     fn register(
         self: &Arc<Self>,
         id: &str,
+        asked: &identity::Asked<'_>,
         reply: Reply,
     ) -> Option<(CancellationToken, Registered)> {
+        if let Some(forbidden) = self.refusal(id, asked) {
+            reply.answer_capped(&self.client, forbidden);
+            return None;
+        }
         let max = self.limits.max_in_flight;
         let ticket = match self
             .in_flight

@@ -72,27 +72,18 @@ impl Session {
         if let Some(v) = era::version_of(&params) {
             let _ = self.protocol.set(super::protocol_text(v));
         }
-        // The token's access policy (`identity.rs`), as for sessions: answered here when it
-        // forbids.
-        // (Without the text as written, the decoded params stand in: a request is never let
-        // through the policy because its name could not be read.)
-        let text;
-        let raw = match raw {
-            Some(r) => Some(r),
-            None => {
-                text = params.to_string();
-                Some(text.as_str())
-            }
-        };
-        if let Some(forbidden) = self.refusal(id, &method, raw) {
-            return reply.answer_capped(&self.client, forbidden);
-        }
         // A tool call's params as written, when nothing must read or rewrite them (no
         // progress token, task or tasks extension: `CallParams::parse`): they go upstream
         // without a decode and re-encode (the envelope cut from the text for a handshake-era
         // upstream, `upstream/era.rs`).
         let as_written = self.call_as_written(&method, raw);
-        let Some((ct, reg)) = self.register(id, reply) else {
+        // The token's access policy reads the decoded params (`register`).
+        let asked = super::identity::Asked {
+            method: &method,
+            raw,
+            decoded: Some(&params),
+        };
+        let Some((ct, reg)) = self.register(id, &asked, reply) else {
             return;
         };
         let me = self.clone();

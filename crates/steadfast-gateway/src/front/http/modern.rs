@@ -229,13 +229,13 @@ impl Front {
         if let Some(r) = super::super::auth::claim(auth, &session, identity.as_ref(), true) {
             return r; // (a throwaway session takes the token's subject: never refused)
         }
-        let asked = super::super::auth::Asked {
-            id: Some(&id),
+        let asked = crate::session::identity::Asked {
             method: &method,
             raw: None,
             decoded: Some(&params),
         };
-        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), &asked) {
+        let id_ = Some(id.as_str());
+        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), id_, &asked) {
             return r; // [auth] a scope challenge
         }
         // Served as the session would serve the line, without decoding it again.

@@ -208,13 +208,12 @@ impl Front {
         if new && let Some(r) = super::super::auth::claim(auth, &session, identity.as_ref(), true) {
             return r; // (a new session takes the token's subject: never refused)
         }
-        let asked = super::super::auth::Asked {
-            id,
+        let asked = crate::session::identity::Asked {
             method: method.unwrap_or_default(),
             raw: env.params.map(serde_json::value::RawValue::get),
             decoded: None,
         };
-        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), &asked) {
+        if let Some(r) = super::super::auth::scope_challenge(auth, identity.as_ref(), id, &asked) {
             return r; // [auth] a scope challenge
         }
         // `initialize` is always answered with JSON: nothing relates to it, and the session
