@@ -34,6 +34,7 @@ pub(crate) mod upstream;
 pub(crate) mod wire;
 
 pub use config::layered::Overrides;
+pub use front::admin;
 pub use config::limits::SessionLimits;
 pub use config::telemetry::{RawTelemetry, Telemetry};
 pub use config::{Config, ConfigError, NamedUpstream};

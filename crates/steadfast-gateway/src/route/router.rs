@@ -150,6 +150,11 @@ impl Router {
             .clone()
     }
 
+    /// Whether this router's state is shared with other replicas through Redis.
+    pub(crate) fn shared_on_redis(&self) -> bool {
+        self.shared.on_redis()
+    }
+
     /// The front's `subscriptions/listen` streams.
     pub(crate) fn changes(&self) -> &Arc<crate::upstream::changes::Changes> {
         &self.changes
