@@ -31,6 +31,8 @@
 #![warn(missing_docs)]
 
 mod charts;
+#[cfg(feature = "gateway")]
+mod gateway;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod jobs;
@@ -40,6 +42,8 @@ pub mod security;
 mod serve;
 pub mod shell;
 
+#[cfg(feature = "gateway")]
+pub use gateway::router as gateway_router;
 pub use jobs::router as jobs_router;
 pub use options::ConsoleOptions;
 pub use serve::{ServeError, check_listen, serve, serve_on};

@@ -174,6 +174,26 @@ impl Security {
         })
     }
 
+    /// Checks a scrape (`/metrics`, a GET without a browser): the `Host` rule, and with an
+    /// admin token either a session or `Authorization: Bearer <the admin token>`.
+    pub fn admit_scrape(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        if !self.host_ok(headers) {
+            return Err(Refusal::Host);
+        }
+        let Some(want) = self.token_digest else {
+            return Ok(());
+        };
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match bearer {
+            Some(t) if same(&digest(&[t.trim().as_bytes()]), &want) => Ok(()),
+            _ if self.session_of(headers).is_some() => Ok(()),
+            _ => Err(Refusal::Login),
+        }
+    }
+
     /// Checks a form's CSRF token against the visitor's.
     pub fn check_csrf(&self, visitor: &Visitor, sent: Option<&str>) -> Result<(), Refusal> {
         match sent {
