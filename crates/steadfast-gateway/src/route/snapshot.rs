@@ -128,7 +128,7 @@ pub(crate) struct RouterView {
     pub(crate) tools: Vec<ToolView>,
     /// Breakers no listed tool names (shared by a dependency, or of a tool no longer listed).
     pub(crate) other_breakers: Vec<(String, BreakerView)>,
-    /// Distinct clients the upstreams were started for that are still there.
+    /// Clients that initialized (on the router or a variant of it) and are still there.
     pub(crate) clients: usize,
 }
 
@@ -156,7 +156,7 @@ fn era(up: &crate::upstream::Upstream) -> Option<String> {
 /// Reads the router's state now.
 pub(crate) fn read(router: &Router) -> RouterView {
     let mut view = RouterView::default();
-    let mut seen = HashSet::new();
+    let variants = router.variant_routers();
     for r in router.routes().iter() {
         let up = &r.upstream;
         view.upstreams.push(UpstreamView {
@@ -173,14 +173,16 @@ pub(crate) fn read(router: &Router) -> RouterView {
                 .down_reason()
                 .map(|w| steadfast::sanitize(&w).into_owned()),
             restarts: up.restarts(),
-            in_flight: up.pending_len(),
+            // Clients with other capability sets have connections of their own.
+            in_flight: up.pending_len()
+                + variants
+                    .iter()
+                    .flat_map(|v| v.routes().iter().cloned().collect::<Vec<_>>())
+                    .filter(|v| v.name == r.name)
+                    .map(|v| v.upstream.pending_len())
+                    .sum::<usize>(),
             budget_left: r.tools.budget().map(|b| b.balance()),
         });
-        for c in up.clients() {
-            if c.is_initialized() {
-                seen.insert(std::sync::Arc::as_ptr(&c).cast::<()>() as usize);
-            }
-        }
         let mut breakers: BTreeMap<String, BreakerStats> = r.tools.breaker_stats();
         let counts = r.tools.metrics.snapshot().tools;
         let mut used = HashSet::new();
@@ -225,6 +227,7 @@ pub(crate) fn read(router: &Router) -> RouterView {
                 .push((r.name.clone(), BreakerView::of(key, &s)));
         }
     }
-    view.clients = seen.len();
+    view.clients = router.live_clients()
+        + variants.iter().map(|v| v.live_clients()).sum::<usize>();
     view
 }
