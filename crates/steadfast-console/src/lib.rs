@@ -31,10 +31,10 @@
 #![warn(missing_docs)]
 
 mod charts;
-#[cfg(feature = "gateway")]
-mod gateway;
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "gateway")]
+mod gateway;
 mod jobs;
 pub mod layout;
 mod options;

@@ -46,7 +46,10 @@ fn post(path: &str, origin: Option<&str>, form: &str) -> Request<Body> {
 
 /// The page's CSRF token (every form carries it).
 fn csrf(page: &str) -> String {
-    let at = page.find("name=\"csrf\" value=\"").expect("a form with a token") + 19;
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a token")
+        + 19;
     page[at..at + page[at..].find('"').unwrap()].to_owned()
 }
 
@@ -69,10 +72,18 @@ async fn breaker_opens_tasks_cancel_and_refusals() {
     let mut c = support::Client::connect(&g.mcp).await;
     for _ in 0..3 {
         let r = c.fail_once().await;
-        assert_eq!(r.pointer("/result/isError"), Some(&serde_json::json!(true)), "{r}");
+        assert_eq!(
+            r.pointer("/result/isError"),
+            Some(&serde_json::json!(true)),
+            "{r}"
+        );
     }
     let snap = g.admin.snapshot().await;
-    let flaky = snap.tools.iter().find(|t| t.name == "flaky").expect("flaky");
+    let flaky = snap
+        .tools
+        .iter()
+        .find(|t| t.name == "flaky")
+        .expect("flaky");
     let b = flaky.breaker.as_ref().expect("a breaker");
     assert_eq!(b.state, BreakerState::Open, "{b:?}");
     assert!(b.open_since.is_some() && b.times_opened == 1, "{b:?}");
@@ -91,10 +102,14 @@ async fn breaker_opens_tasks_cancel_and_refusals() {
     let start = Instant::now();
     let page = loop {
         let (_, page) = send(&app, get("/tasks")).await;
-        if page.contains(&format!("id=\"task-{task}\"")) && page.contains("data-status=\"working\"") {
+        if page.contains(&format!("id=\"task-{task}\"")) && page.contains("data-status=\"working\"")
+        {
             break page;
         }
-        assert!(start.elapsed() < support::BOUND, "the task never showed: {page}");
+        assert!(
+            start.elapsed() < support::BOUND,
+            "the task never showed: {page}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let token = csrf(&page);
@@ -108,16 +123,30 @@ async fn breaker_opens_tasks_cancel_and_refusals() {
 
     // Refused: no CSRF token; a wrong one; another origin; no origin; a foreign Host.
     for (req, why) in [
-        (post("/actions/cancel-task", Some(ORIGIN), &form(None)), "no token"),
         (
-            post("/actions/cancel-task", Some(ORIGIN), &form(Some("0123abcd"))),
+            post("/actions/cancel-task", Some(ORIGIN), &form(None)),
+            "no token",
+        ),
+        (
+            post(
+                "/actions/cancel-task",
+                Some(ORIGIN),
+                &form(Some("0123abcd")),
+            ),
             "a wrong token",
         ),
         (
-            post("/actions/cancel-task", Some("http://evil.example"), &form(Some(&token))),
+            post(
+                "/actions/cancel-task",
+                Some("http://evil.example"),
+                &form(Some(&token)),
+            ),
             "another origin",
         ),
-        (post("/actions/cancel-task", None, &form(Some(&token))), "no origin"),
+        (
+            post("/actions/cancel-task", None, &form(Some(&token))),
+            "no origin",
+        ),
     ] {
         let (status, body) = send(&app, req).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{why}: {body}");
@@ -137,7 +166,11 @@ async fn breaker_opens_tasks_cancel_and_refusals() {
     assert_eq!(t.iter().find(|t| t.id == task).unwrap().status, "working");
 
     // Cancelled from the console: back to the page, and the task says so.
-    let (status, body) = send(&app, post("/actions/cancel-task", Some(ORIGIN), &form(Some(&token)))).await;
+    let (status, body) = send(
+        &app,
+        post("/actions/cancel-task", Some(ORIGIN), &form(Some(&token))),
+    )
+    .await;
     assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
     let snap = g.admin.snapshot().await;
     let t = snap.tasks.as_ref().unwrap().tasks.as_ref().unwrap();
@@ -145,9 +178,17 @@ async fn breaker_opens_tasks_cancel_and_refusals() {
     let r = c
         .request("tasks/get", serde_json::json!({"taskId": task}))
         .await;
-    assert_eq!(r.pointer("/result/status"), Some(&serde_json::json!("cancelled")), "{r}");
+    assert_eq!(
+        r.pointer("/result/status"),
+        Some(&serde_json::json!("cancelled")),
+        "{r}"
+    );
     // Once more: it has ended.
-    let (status, body) = send(&app, post("/actions/cancel-task", Some(ORIGIN), &form(Some(&token)))).await;
+    let (status, body) = send(
+        &app,
+        post("/actions/cancel-task", Some(ORIGIN), &form(Some(&token))),
+    )
+    .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
 }
 

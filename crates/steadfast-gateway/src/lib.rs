@@ -34,10 +34,10 @@ pub(crate) mod upstream;
 pub(crate) mod wire;
 
 pub use config::layered::Overrides;
-pub use front::admin;
 pub use config::limits::SessionLimits;
 pub use config::telemetry::{RawTelemetry, Telemetry};
 pub use config::{Config, ConfigError, NamedUpstream};
+pub use front::admin;
 #[cfg(feature = "http")]
 pub use front::http::{HttpOptions, serve_http};
 pub use front::serve::{Exit, Reload, reload_file};

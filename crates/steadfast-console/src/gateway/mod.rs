@@ -167,11 +167,7 @@ async fn metrics(State(p): State<Arc<GatewayPages>>, headers: HeaderMap) -> Resp
         return p.core.refuse(why, &Method::POST);
     }
     match p.admin.metrics() {
-        Some(text) => (
-            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-            text,
-        )
-            .into_response(),
+        Some(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
         None => (
             StatusCode::NOT_FOUND,
             "no metrics here: the gateway is starting, or another recorder holds them \

@@ -190,7 +190,7 @@ fn breaker(b: &BreakerView, now: DateTime<Utc>) -> Markup {
         .and_then(|d| chrono::Duration::from_std(d).ok())
         .map(|d| now + d);
     html! {
-        span.breaker class=(class) data-state=(word) { (word) }
+        span class={ "breaker " (class) } data-state=(word) { (word) }
         @if let Some(since) = b.open_since { " since " (when(since, now)) }
         @if let Some(p) = probe { ", probes at " (when(p, now)) }
         @if b.times_opened > 0 { br; span.muted { "opened " (b.times_opened) "×, refused " (b.rejected) } }

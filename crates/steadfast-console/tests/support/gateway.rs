@@ -92,7 +92,10 @@ durable = true
         {
             break;
         }
-        assert!(start.elapsed() < BOUND, "the upstream never connected: {s:?}");
+        assert!(
+            start.elapsed() < BOUND,
+            "the upstream never connected: {s:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Gateway {
@@ -174,7 +177,8 @@ impl Client {
             "capabilities": {"tasks": {"list": {}, "cancel": {}}},
             "clientInfo": {"name": "console-test", "version": "0"}
         }});
-        let (status, headers, text) = exchange("POST", url, &Self::headers(None), &body.to_string()).await;
+        let (status, headers, text) =
+            exchange("POST", url, &Self::headers(None), &body.to_string()).await;
         assert_eq!(status, 200, "initialize: {text}");
         let session = headers
             .iter()
@@ -187,7 +191,13 @@ impl Client {
             next: 1,
         };
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        exchange("POST", url, &Self::headers(Some(&c.session)), &note.to_string()).await;
+        exchange(
+            "POST",
+            url,
+            &Self::headers(Some(&c.session)),
+            &note.to_string(),
+        )
+        .await;
         c
     }
 

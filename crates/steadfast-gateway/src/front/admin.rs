@@ -181,7 +181,9 @@ impl Admin {
                 continue;
             }
             let key = (upstream, b.key.clone());
-            let entry = opened.entry(key.clone()).or_insert((b.times_opened, snap.at));
+            let entry = opened
+                .entry(key.clone())
+                .or_insert((b.times_opened, snap.at));
             if entry.0 != b.times_opened {
                 *entry = (b.times_opened, snap.at);
             }

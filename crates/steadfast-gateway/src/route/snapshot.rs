@@ -227,7 +227,6 @@ pub(crate) fn read(router: &Router) -> RouterView {
                 .push((r.name.clone(), BreakerView::of(key, &s)));
         }
     }
-    view.clients = router.live_clients()
-        + variants.iter().map(|v| v.live_clients()).sum::<usize>();
+    view.clients = router.live_clients() + variants.iter().map(|v| v.live_clients()).sum::<usize>();
     view
 }
