@@ -1,6 +1,6 @@
 //! Who may use a console, and which requests it trusts: the `Host` allowlist, admin-token
 //! sessions, CSRF tokens and the `Origin` check. Shared by every console router (the jobs
-//! console now, the gateway's admin listener later), so each gets the same rules.
+//! console and the gateway's admin listener), so each gets the same rules.
 //!
 //! * Without an admin token only loopback `Host`s are served (a page elsewhere cannot reach
 //!   a console on 127.0.0.1 by DNS rebinding: its requests would name the attacker's host).

@@ -46,11 +46,16 @@ pub struct Admin {
     inner: Arc<Inner>,
 }
 
+/// The gateway built under a handle: its router and, with `[tasks]`, its durable calls.
+type Attached = (Weak<Router>, Option<Weak<Durable>>);
+
+/// (upstream, breaker) → (times opened, when first seen open in that opening).
+type Openings = HashMap<(String, String), (u64, DateTime<Utc>)>;
+
 #[derive(Default)]
 struct Inner {
-    gateway: Mutex<Option<(Weak<Router>, Option<Weak<Durable>>)>>,
-    /// (upstream, breaker) → (times opened, first seen open in that opening).
-    opened: Mutex<HashMap<(String, String), (u64, DateTime<Utc>)>>,
+    gateway: Mutex<Option<Attached>>,
+    opened: Mutex<Openings>,
     #[cfg(feature = "http")]
     prometheus: std::sync::OnceLock<Option<metrics_exporter_prometheus::PrometheusHandle>>,
 }
