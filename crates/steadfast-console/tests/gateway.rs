@@ -206,3 +206,60 @@ async fn before_the_gateway_runs_the_console_says_so() {
         "the gateway is not running"
     );
 }
+
+/// An upstream that cannot start, whose command line carries a credential: the page shows it
+/// not connected, with a reason, and never the credential (the sanitizer redacts it in the
+/// command shown and in the reason).
+#[tokio::test]
+async fn a_failing_upstream_is_shown_sanitized() {
+    use tokio::io::AsyncWriteExt;
+    let admin = steadfast_gateway::admin::Admin::new();
+    let upstream = steadfast_mcp::Upstream::command(
+        "sh",
+        [
+            "-c",
+            "echo 'cannot reach postgres://admin:hunter2@db.internal:5432/app' >&2; exit 3",
+            "postgres://admin:hunter2@db.internal:5432/app",
+        ],
+    );
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    let (reader, writer) = tokio::io::split(server);
+    let serving = admin.clone();
+    let task = tokio::spawn(async move {
+        let config =
+            steadfast_gateway::Config::parse_toml("[proxy]\ninit_timeout = \"2s\"\n", "test.toml")
+                .unwrap();
+        let _ = serving
+            .attach(steadfast_gateway::serve_io(
+                config, upstream, reader, writer, None,
+            ))
+            .await;
+    });
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    client
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let snap = loop {
+        let s = admin.snapshot().await;
+        if s.upstreams.first().is_some_and(|u| u.reason.is_some()) {
+            break s;
+        }
+        assert!(start.elapsed() < support::BOUND, "no reason shown: {s:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let app = gateway_router(admin, ConsoleOptions::new());
+    let (status, page) = send(&app, get("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    let up = &snap.upstreams[0];
+    assert!(
+        page.contains(&format!("data-state=\"{}\"", up.status.as_str())),
+        "{page}"
+    );
+    assert!(!page.contains("hunter2"), "{page}");
+    assert!(!format!("{snap:?}").contains("hunter2"), "{snap:?}");
+    task.abort();
+}

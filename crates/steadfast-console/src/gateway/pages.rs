@@ -180,10 +180,12 @@ fn tool_row(t: &ToolView, several: bool, now: DateTime<Utc>) -> Markup {
 }
 
 fn breaker(b: &BreakerView, now: DateTime<Utc>) -> Markup {
-    let (word, class) = match b.state {
-        BreakerState::Closed => ("closed", "ok"),
-        BreakerState::Open => ("open", "bad"),
-        _ => ("half-open", "warn"),
+    let word = b.state.as_str();
+    let class = match b.state {
+        BreakerState::Closed => "ok",
+        BreakerState::HalfOpen => "warn",
+        // Open, isolated (forced open by an operator), and any state added later.
+        _ => "bad",
     };
     let probe = b
         .open_remaining
