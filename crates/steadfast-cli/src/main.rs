@@ -61,6 +61,7 @@ enum Command {
   steadfast proxy --retries 2 --max-elapsed 60s --health-tool steadfast_health -- uvx mcp-server-time
   steadfast proxy --config steadfast.toml
   steadfast proxy --config claude_desktop_config.json --server filesystem
+  steadfast proxy --config steadfast.toml --listen 127.0.0.1:8080 --admin 127.0.0.1:9091
 
 Quick flags layer over the defaults; a --config file's own settings win over them.")]
     Proxy {
