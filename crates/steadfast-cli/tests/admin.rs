@@ -117,3 +117,65 @@ async fn beyond_loopback_needs_a_token() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("beyond loopback"), "{err}");
 }
+
+/// Several upstreams: each listed with its tools under the names clients see.
+#[tokio::test]
+async fn several_upstreams_by_name() {
+    let dir = std::env::temp_dir().join(format!("steadfast-admin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("several.toml");
+    let script = fake_upstream();
+    std::fs::write(
+        &config,
+        format!(
+            "[upstreams.alpha]\ncommand = \"python3\"\nargs = [\"{script}\"]\n\n\
+             [upstreams.beta]\ncommand = \"python3\"\nargs = [\"{script}\"]\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_steadfast"));
+    cmd.args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin",
+        "127.0.0.1:0",
+        "--config",
+    ])
+    .arg(&config)
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut err = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let admin = tokio::time::timeout(BOUND, async {
+        loop {
+            let line = err.next_line().await.unwrap().expect("it listens first");
+            if let Some(u) = line.strip_prefix("steadfast: admin console at ") {
+                return u.trim_end_matches('/').to_owned();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+    let start = Instant::now();
+    loop {
+        let r = get(&format!("{admin}/")).await;
+        let both = ["alpha_echo", "beta_echo"]
+            .iter()
+            .all(|t| r.body.contains(&format!("id=\"tool-{t}\"")));
+        if both && r.body.matches("data-state=\"connected\"").count() == 2 {
+            assert!(
+                r.body.contains("<th scope=\"col\">Upstream</th>"),
+                "{}",
+                r.body
+            );
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "{}", r.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

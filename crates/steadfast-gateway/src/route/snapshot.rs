@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::Value;
 use steadfast::{BreakerState, BreakerStats};
 
-use crate::route::router::Router;
+use crate::route::router::{Kind, Router};
 
 /// How an upstream's connection stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,8 +186,8 @@ pub(crate) fn read(router: &Router) -> RouterView {
         let mut breakers: BTreeMap<String, BreakerStats> = r.tools.breaker_stats();
         let counts = r.tools.metrics.snapshot().tools;
         let mut used = HashSet::new();
-        // Tools are counted under the names clients see: those the lists taught (several
-        // upstreams), or the upstream's own (one), and any counted since.
+        // Tools are counted under the names clients see: those the lists taught, those the
+        // upstream lists now (as clients see them), and any counted since.
         let mut names: std::collections::BTreeSet<String> = r
             .names
             .read()
@@ -196,9 +196,12 @@ pub(crate) fn read(router: &Router) -> RouterView {
             .keys()
             .cloned()
             .collect();
-        if names.is_empty() {
-            names.extend(up.listed_names());
-        }
+        let no_prompts = std::collections::HashMap::new();
+        names.extend(
+            up.listed_names()
+                .iter()
+                .map(|n| router.exposed_name(r, Kind::Tool, n, &no_prompts)),
+        );
         names.extend(counts.keys().cloned());
         for name in names {
             let c = counts.get(&name);
