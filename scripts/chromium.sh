@@ -21,4 +21,4 @@ if [ "${1:-}" = "--install" ]; then
   exit 0
 fi
 export STEADFAST_TEST_POSTGRES_URL="${STEADFAST_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
-timeout 1800 cargo test -p steadfast-console --test browser -- --include-ignored
+timeout 1800 cargo test -p steadfast-console --features gateway --test browser -- --include-ignored

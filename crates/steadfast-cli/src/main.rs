@@ -61,6 +61,7 @@ enum Command {
   steadfast proxy --retries 2 --max-elapsed 60s --health-tool steadfast_health -- uvx mcp-server-time
   steadfast proxy --config steadfast.toml
   steadfast proxy --config claude_desktop_config.json --server filesystem
+  steadfast proxy --config steadfast.toml --listen 127.0.0.1:8080 --admin 127.0.0.1:9091
 
 Quick flags layer over the defaults; a --config file's own settings win over them.")]
     Proxy {
@@ -72,6 +73,8 @@ Quick flags layer over the defaults; a --config file's own settings win over the
         server: Option<String>,
         #[command(flatten)]
         quick: QuickFlags,
+        #[command(flatten)]
+        admin: steadfast_console::cli::AdminArgs,
         /// The upstream command and its arguments (overrides the config's upstream).
         #[arg(last = true)]
         command: Vec<String>,
@@ -259,10 +262,11 @@ fn main() -> ExitCode {
         config,
         server,
         quick,
+        admin,
         command,
     } = cli.command
     {
-        return run_proxy(cli.verbose, config, server, quick, command);
+        return run_proxy(cli.verbose, config, server, quick, admin, command);
     }
     let _telemetry = telemetry::init(cli.verbose, None);
     let runtime = match tokio::runtime::Runtime::new() {
@@ -344,6 +348,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs a serving future under the admin console, when `--admin` asks for one (started
+/// first, on the same runtime).
+async fn with_admin<F: std::future::Future<Output = std::io::Result<steadfast_gateway::Exit>>>(
+    args: &steadfast_console::cli::AdminArgs,
+    serving: F,
+) -> std::io::Result<steadfast_gateway::Exit> {
+    match steadfast_console::cli::start_admin(args).await {
+        Ok(Some(admin)) => admin.attach(serving).await,
+        Ok(None) => serving.await,
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    }
+}
+
 /// The proxy runs on a current-thread runtime: one client, one thread, no hops between threads
 /// on the way from stdin to the upstream and back.
 fn run_proxy(
@@ -351,6 +368,7 @@ fn run_proxy(
     config: Option<PathBuf>,
     server: Option<String>,
     quick: QuickFlags,
+    admin: steadfast_console::cli::AdminArgs,
     command: Vec<String>,
 ) -> ExitCode {
     let fail = |e: &dyn std::fmt::Display| {
@@ -414,12 +432,9 @@ fn run_proxy(
                     eprintln!("steadfast: serving MCP at http://{addr}/mcp");
                 }
             });
-            return match runtime.block_on(steadfast_gateway::serve_http(
-                config,
-                upstream,
-                options,
-                Some(tx),
-                reload,
+            return match runtime.block_on(with_admin(
+                &admin,
+                steadfast_gateway::serve_http(config, upstream, options, Some(tx), reload),
             )) {
                 Ok(exit) => {
                     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
@@ -438,8 +453,9 @@ fn run_proxy(
         Ok(rt) => rt,
         Err(e) => return fail(&format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(steadfast_gateway::serve_stdio_with(
-        config, upstream, reload,
+    match runtime.block_on(with_admin(
+        &admin,
+        steadfast_gateway::serve_stdio_with(config, upstream, reload),
     )) {
         Ok(exit) => {
             // Tasks still blocked on a read of stdin must not hold the process open.

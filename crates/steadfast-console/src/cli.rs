@@ -99,3 +99,63 @@ pub async fn run(
     serve_on(listener, jobs_router(Inspector::new(jobs), opts)).await?;
     Ok(())
 }
+
+/// `steadfast proxy`'s admin listener flags: the gateway's console and `/metrics`, off unless
+/// `--admin` is given.
+#[cfg(feature = "gateway")]
+#[derive(Debug, Clone, Default, Args)]
+pub struct AdminArgs {
+    /// Serve the gateway's admin console (and /metrics) at this address, e.g. 127.0.0.1:9091.
+    /// Beyond loopback an admin token is required.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
+    /// With --admin: a file holding the admin token (its first line; else
+    /// STEADFAST_CONSOLE_TOKEN). The console asks for it once per browser session; a scraper
+    /// sends it as `Authorization: Bearer`.
+    #[arg(long, value_name = "PATH")]
+    pub admin_token_file: Option<PathBuf>,
+    /// With --admin: also answer to this Host name without a token (repeatable).
+    #[arg(long, value_name = "HOST")]
+    pub admin_allow_host: Vec<String>,
+}
+
+/// Starts the admin listener if `--admin` asks for one: binds it (refusing an address beyond
+/// loopback without a token), prints its URL to stderr, serves it on a task of the current
+/// runtime, and returns the handle to run the gateway under ([`Admin::attach`]).
+///
+/// [`Admin::attach`]: steadfast_gateway::admin::Admin::attach
+#[cfg(feature = "gateway")]
+pub async fn start_admin(
+    args: &AdminArgs,
+) -> Result<Option<steadfast_gateway::admin::Admin>, Box<dyn std::error::Error>> {
+    let Some(addr) = args.admin else {
+        return Ok(None);
+    };
+    let mut opts = ConsoleOptions::new();
+    if let Some(path) = &args.admin_token_file {
+        opts = opts.admin_token(token(path)?);
+    } else if let Ok(t) = std::env::var("STEADFAST_CONSOLE_TOKEN")
+        && !t.is_empty()
+    {
+        opts = opts.admin_token(t);
+    }
+    for h in &args.admin_allow_host {
+        opts = opts.allow_host(h.clone());
+    }
+    check_listen(addr, &opts)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("--admin {addr}: {e}"))?;
+    eprintln!(
+        "steadfast: admin console at http://{}/",
+        listener.local_addr()?
+    );
+    let admin = steadfast_gateway::admin::Admin::new();
+    let app = crate::gateway_router(admin.clone(), opts);
+    tokio::spawn(async move {
+        if let Err(e) = serve_on(listener, app).await {
+            tracing::error!("the admin console stopped: {e}");
+        }
+    });
+    Ok(Some(admin))
+}

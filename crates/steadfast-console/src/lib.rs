@@ -1,6 +1,8 @@
 //! A browser console for Steadfast: see and steer the job queues of a store (queues and their
 //! counts, throughput and start latency over the last hour, jobs, dead letters, schedules,
-//! per-key limits), live, with a few actions (retry, discard, pause, resume, cancel).
+//! per-key limits), live, with a few actions (retry, discard, pause, resume, cancel); and,
+//! with the `gateway` feature, a running gateway ([`gateway_router`]: upstreams, tools and
+//! their breakers, budgets, durable tool calls and their cancel, `/metrics`).
 //!
 //! Server-rendered HTML ([maud]) with charts drawn as SVG on the server, and a few lines of
 //! plain JavaScript over server-sent events for live updates: no Node build step, no CDN.
@@ -16,7 +18,7 @@
 //! [`jobs_router`] is an axum [`Router`](axum::Router): nest it in your service (set
 //! [`ConsoleOptions::base_path`] to where you nest it). The shell it is built on (the
 //! `security` and `shell` modules: the guard, sessions, CSRF, login page, layout and live
-//! updates over a [`Pages`] source) is what the gateway's admin listener will reuse.
+//! updates over a [`Pages`] source) is what the gateway's admin listener reuses.
 //!
 //! ```no_run
 //! use steadfast_console::{ConsoleOptions, jobs_router, serve};
@@ -33,6 +35,8 @@
 mod charts;
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "gateway")]
+mod gateway;
 mod jobs;
 pub mod layout;
 mod options;
@@ -40,6 +44,8 @@ pub mod security;
 mod serve;
 pub mod shell;
 
+#[cfg(feature = "gateway")]
+pub use gateway::router as gateway_router;
 pub use jobs::router as jobs_router;
 pub use options::ConsoleOptions;
 pub use serve::{ServeError, check_listen, serve, serve_on};

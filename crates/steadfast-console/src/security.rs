@@ -1,6 +1,6 @@
 //! Who may use a console, and which requests it trusts: the `Host` allowlist, admin-token
 //! sessions, CSRF tokens and the `Origin` check. Shared by every console router (the jobs
-//! console now, the gateway's admin listener later), so each gets the same rules.
+//! console and the gateway's admin listener), so each gets the same rules.
 //!
 //! * Without an admin token only loopback `Host`s are served (a page elsewhere cannot reach
 //!   a console on 127.0.0.1 by DNS rebinding: its requests would name the attacker's host).
@@ -172,6 +172,26 @@ impl Security {
         Ok(Visitor {
             csrf: self.csrf_for(&session),
         })
+    }
+
+    /// Checks a scrape (`/metrics`, a GET without a browser): the `Host` rule, and with an
+    /// admin token either a session or `Authorization: Bearer <the admin token>`.
+    pub fn admit_scrape(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        if !self.host_ok(headers) {
+            return Err(Refusal::Host);
+        }
+        let Some(want) = self.token_digest else {
+            return Ok(());
+        };
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match bearer {
+            Some(t) if same(&digest(&[t.trim().as_bytes()]), &want) => Ok(()),
+            _ if self.session_of(headers).is_some() => Ok(()),
+            _ => Err(Refusal::Login),
+        }
     }
 
     /// Checks a form's CSRF token against the visitor's.

@@ -6,7 +6,10 @@
 //! * its Retry button (a POST with the CSRF token) queues it again, and the page shows it
 //!   done (it succeeds the second time);
 //! * a POST without the CSRF token, and a form posted from another origin, are refused (403);
-//! * with an admin token, the console opens on its login page, and the token lets one in.
+//! * with an admin token, the console opens on its login page, and the token lets one in;
+//! * (feature `gateway`) the gateway console over a real gateway whose tool fails: its
+//!   breaker's opening shows on the page within 3 s, without a reload; a durable call's Cancel
+//!   button cancels it.
 //!
 //! Screenshots of the pages go to `target/tmp/console-screenshots/` (CI keeps them).
 
@@ -15,6 +18,10 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+#[cfg(feature = "gateway")]
+#[path = "support/gateway.rs"]
+mod gateway_support;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
@@ -334,4 +341,95 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
 
     c.close().await.unwrap();
     worker.shutdown().await.unwrap();
+}
+
+#[cfg(feature = "gateway")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium: set STEADFAST_TEST_CHROMEDRIVER (scripts/chromium.sh --install)"]
+async fn gateway_console_in_chromium() {
+    let driver_path = chromedriver();
+    let g = gateway_support::start().await;
+    let opts = ConsoleOptions::new().refresh(Duration::from_millis(500));
+    let console = serve(steadfast_console::gateway_router(g.admin.clone(), opts)).await;
+    let base = format!("http://{console}");
+    let driver = start_driver(&driver_path).await;
+    let c = browser(&driver).await;
+
+    c.goto(&format!("{base}/")).await.unwrap();
+    until(
+        &c,
+        "return document.querySelector('#tool-flaky') !== null;",
+        Duration::from_secs(5),
+        "the failing tool listed",
+    )
+    .await;
+    c.execute("window.__same_page = 42; return true;", vec![])
+        .await
+        .unwrap();
+    let open = "return document.querySelector('#tool-flaky [data-state=open]') !== null;";
+    assert_eq!(c.execute(open, vec![]).await.unwrap(), json!(false));
+
+    // Two failures (the threshold): the breaker is open once the second is answered.
+    let mut client = gateway_support::Client::connect(&g.mcp).await;
+    client.fail_once().await;
+    client.fail_once().await;
+    let opened = Instant::now();
+    let shown = until(
+        &c,
+        open,
+        Duration::from_secs(3),
+        "the open breaker on the page",
+    )
+    .await;
+    eprintln!(
+        "gateway: breaker open on the page {shown:?} after it opened ({:?} in all)",
+        opened.elapsed()
+    );
+    let same = c
+        .execute("return window.__same_page === 42;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(same, json!(true), "the page was not reloaded");
+    screenshot(&c, "gateway").await;
+
+    // A durable call that never ends, cancelled with its button on the tasks page.
+    let task = client.start_task().await;
+    c.goto(&format!("{base}/tasks")).await.unwrap();
+    let row = format!("document.getElementById('task-{task}')");
+    until(
+        &c,
+        &format!("return {row} !== null && {row}.querySelector('[data-status=working]') !== null;"),
+        Duration::from_secs(5),
+        "the working task on the page",
+    )
+    .await;
+    screenshot(&c, "gateway-tasks").await;
+    let button = c
+        .execute(
+            &format!("return {row}.querySelector('form[action$=\\'/actions/cancel-task\\'] button') !== null;"),
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(button, json!(true));
+    c.execute(
+        &format!("{row}.querySelector('form button').click(); return true;"),
+        vec![],
+    )
+    .await
+    .unwrap();
+    until(
+        &c,
+        &format!("const r = {row}; return r !== null && r.querySelector('[data-status=cancelled]') !== null;"),
+        Duration::from_secs(5),
+        "the cancelled task on the page",
+    )
+    .await;
+    let r = client.request("tasks/get", json!({"taskId": task})).await;
+    assert_eq!(
+        r.pointer("/result/status"),
+        Some(&json!("cancelled")),
+        "{r}"
+    );
+    c.close().await.unwrap();
 }

@@ -37,6 +37,7 @@ pub use config::layered::Overrides;
 pub use config::limits::SessionLimits;
 pub use config::telemetry::{RawTelemetry, Telemetry};
 pub use config::{Config, ConfigError, NamedUpstream};
+pub use front::admin;
 #[cfg(feature = "http")]
 pub use front::http::{HttpOptions, serve_http};
 pub use front::serve::{Exit, Reload, reload_file};

@@ -3,6 +3,7 @@
 //! the extension on every session, answer signals and reloads, stop in order — is `serve.rs`,
 //! once. The top layer: nothing imports it.
 
+pub mod admin;
 #[cfg(feature = "http")]
 pub(crate) mod auth;
 #[cfg(feature = "http")]

@@ -73,6 +73,7 @@ impl Gateway {
         let durable = crate::tasks::Durable::open(&config, router.clone())
             .await
             .map_err(std::io::Error::other)?;
+        crate::front::admin::publish(&router, durable.as_ref());
         Ok(Self {
             config,
             router,

@@ -5,6 +5,7 @@
 
 pub(crate) mod router;
 pub(crate) mod shared;
+pub(crate) mod snapshot;
 pub(crate) mod tools;
 pub(crate) mod topology;
 pub(crate) mod upstream_route;

@@ -150,6 +150,22 @@ impl Router {
             .clone()
     }
 
+    /// Clients that initialized on this router and are still there (the admin console).
+    pub(crate) fn live_clients(&self) -> usize {
+        let started = self.started.lock().unwrap_or_else(|e| e.into_inner());
+        started.1.iter().filter(|c| c.strong_count() > 0).count()
+    }
+
+    /// The routers of clients with other capability sets (the admin console).
+    pub(crate) fn variant_routers(&self) -> Vec<Arc<Router>> {
+        self.variants()
+    }
+
+    /// Whether this router's state is shared with other replicas through Redis.
+    pub(crate) fn shared_on_redis(&self) -> bool {
+        self.shared.on_redis()
+    }
+
     /// The front's `subscriptions/listen` streams.
     pub(crate) fn changes(&self) -> &Arc<crate::upstream::changes::Changes> {
         &self.changes

@@ -101,6 +101,14 @@ impl SharedState {
         let _ = (name, budget);
     }
 
+    /// Whether breakers, budgets and call counts are shared through Redis (the admin console).
+    pub(crate) fn on_redis(&self) -> bool {
+        #[cfg(feature = "redis")]
+        return self.redis.is_some();
+        #[cfg(not(feature = "redis"))]
+        false
+    }
+
     /// Where call counts live.
     pub(crate) fn counter(&self) -> Counter {
         #[cfg(feature = "redis")]

@@ -11,6 +11,7 @@
 //! The job handler reaches upstreams through [`Resolve`], so a router with several upstreams
 //! plugs in without touching the handler.
 
+pub(crate) mod admin;
 mod attempt;
 mod ext;
 mod ext_methods;

@@ -353,6 +353,11 @@ impl Upstream {
         self.restarts.load(Ordering::Relaxed)
     }
 
+    /// Requests sent to the server and not answered yet (the admin console's count).
+    pub(crate) fn pending_len(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Whether the upstream is connected now.
     pub(crate) fn is_connected(&self) -> bool {
         matches!(&*self.state.borrow(), LinkState::Up(_))
