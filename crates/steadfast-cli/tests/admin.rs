@@ -71,12 +71,15 @@ async fn beside_the_http_front() {
         assert!(start.elapsed() < BOUND, "never connected: {}", r.body);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The HTTP front installed the recorder first and keeps serving it; the console says where.
+    // One recorder in the process: the HTTP front and the console serve the same scrape.
     let front = front.unwrap().replace("/mcp", "/metrics");
-    assert_eq!(get(&front).await.status, 200);
+    let from_front = get(&front).await;
+    assert_eq!(from_front.status, 200);
     let r = get(&format!("{admin}/metrics")).await;
-    assert_eq!(r.status, 404, "{}", r.body);
-    assert!(r.body.contains("MCP front"), "{}", r.body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let series = "steadfast_upstream_connected{";
+    assert!(from_front.body.contains(series), "{}", from_front.body);
+    assert!(r.body.contains(series), "{}", r.body);
 }
 
 #[tokio::test]

@@ -170,8 +170,8 @@ async fn metrics(State(p): State<Arc<GatewayPages>>, headers: HeaderMap) -> Resp
         Some(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
         None => (
             StatusCode::NOT_FOUND,
-            "no metrics here: the gateway is starting, or another recorder holds them \
-             (with --listen, the MCP front's /metrics)\n",
+            "no metrics here: the gateway is starting, or the process has another metrics \
+             recorder (a library user's)\n",
         )
             .into_response(),
     }

@@ -56,8 +56,6 @@ type Openings = HashMap<(String, String), (u64, DateTime<Utc>)>;
 struct Inner {
     gateway: Mutex<Option<Attached>>,
     opened: Mutex<Openings>,
-    #[cfg(feature = "http")]
-    prometheus: std::sync::OnceLock<Option<metrics_exporter_prometheus::PrometheusHandle>>,
 }
 
 impl std::fmt::Debug for Admin {
@@ -207,9 +205,8 @@ impl Admin {
         }
     }
 
-    /// The Prometheus scrape of this process, when the console holds the metrics recorder: it
-    /// installs one once the gateway is built, unless one is installed already (the HTTP
-    /// front's, whose `/metrics` then serves it; a library user's).
+    /// The Prometheus scrape of this process: the recorder the HTTP front's `/metrics` serves
+    /// too (installed by whichever asks first), unless a library user installed their own.
     pub fn metrics(&self) -> Option<String> {
         if !self.is_attached() {
             return None;
@@ -217,29 +214,13 @@ impl Admin {
         self.recorder()
     }
 
-    /// Installs the recorder once (see [`Admin::metrics`]); the scrape, if it holds it.
+    /// The process's recorder (installed once, shared with the HTTP front); its scrape.
     fn recorder(&self) -> Option<String> {
         #[cfg(feature = "http")]
         {
-            let handle = self.inner.prometheus.get_or_init(|| {
-                let h = metrics_exporter_prometheus::PrometheusBuilder::new()
-                    .set_buckets(&LATENCY_BUCKETS)
-                    .ok()?
-                    .install_recorder()
-                    .ok()?;
-                steadfast::describe_metrics();
-                steadfast_jobs::describe_metrics();
-                Some(h)
-            });
-            handle.as_ref().map(|h| h.render())
+            crate::front::prometheus::recorder().map(|h| h.render())
         }
         #[cfg(not(feature = "http"))]
         None
     }
 }
-
-/// The HTTP front's call-latency buckets, in seconds (kept equal to its own).
-#[cfg(feature = "http")]
-const LATENCY_BUCKETS: [f64; 16] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 180.0,
-];

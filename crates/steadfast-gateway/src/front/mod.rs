@@ -8,5 +8,7 @@ pub mod admin;
 pub(crate) mod auth;
 #[cfg(feature = "http")]
 pub(crate) mod http;
+#[cfg(feature = "http")]
+pub(crate) mod prometheus;
 pub(crate) mod serve;
 pub(crate) mod stdio;
