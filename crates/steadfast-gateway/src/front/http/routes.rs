@@ -443,16 +443,22 @@ fn bad_message(body: &[u8], malformed: &crate::wire::jsonrpc::Malformed) -> Resp
 
 /// The body with each raw CR and LF made a space (`wire::framing::one_line`): its params
 /// are relayed as written, and a pretty-printed body would break a stdio upstream's framing.
-/// (A compact body, the common case, is not copied.)
+/// Trailing whitespace (a client's final newline) is cut without a copy; a compact body, the
+/// common case, is not copied at all.
 fn one_line(b: Bytes) -> Bytes {
-    if memchr::memchr2(b'\n', b'\r', &b).is_none() {
+    let end = b.len()
+        - b.iter()
+            .rev()
+            .take_while(|c| c.is_ascii_whitespace())
+            .count();
+    let b = b.slice(..end);
+    let mut breaks = memchr::memchr2_iter(b'\n', b'\r', &b).peekable();
+    if breaks.peek().is_none() {
         return b;
     }
     let mut line = bytes::BytesMut::from(&b[..]);
-    for c in line.iter_mut() {
-        if *c == b'\n' || *c == b'\r' {
-            *c = b' ';
-        }
+    for at in breaks {
+        line[at] = b' ';
     }
     line.freeze()
 }
@@ -482,4 +488,22 @@ fn trace_header(h: &hyper::HeaderMap) -> Option<crate::wire::trace_context::Trac
             .filter(|s| s.len() <= 512)
             .map(str::to_owned),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_body_is_one_line_and_a_compact_one_is_not_copied() {
+        let compact = Bytes::from_static(b"{\"a\":1}");
+        let same = one_line(compact.clone());
+        assert_eq!(same.as_ptr(), compact.as_ptr(), "not copied");
+        let trailing = one_line(Bytes::from_static(b"{\"a\":1}\r\n"));
+        assert_eq!(&trailing[..], b"{\"a\":1}");
+        let pretty = one_line(Bytes::from_static(b"{\n  \"a\": \"x\",\r\n  \"b\": 2\n}\n"));
+        assert_eq!(&pretty[..], b"{   \"a\": \"x\",    \"b\": 2 }");
+        assert!(one_line(Bytes::from_static(b" \n")).is_empty());
+    }
 }
