@@ -7,6 +7,7 @@
 //! another job. While a handler runs, its lease is renewed; a job whose worker died is made
 //! claimable again once its lease has run out (the rescue step every loop runs).
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -207,6 +208,11 @@ pub(crate) struct Shared {
     pub(crate) abort: CancellationToken,
     /// Started on first use (it needs the runtime).
     pub(crate) completer: std::sync::OnceLock<Completer>,
+    /// The earliest time (ms) a retry or deferral this worker stored is due, `i64::MAX` when
+    /// none is pending: an idle loop sleeps until then instead of until the poll interval.
+    pub(crate) soonest: AtomicI64,
+    /// Tells the loop `soonest` moved.
+    pub(crate) retimed: tokio::sync::Notify,
 }
 
 impl Worker {
@@ -227,6 +233,8 @@ impl Worker {
                 rng: Mutex::new(rng),
                 abort: CancellationToken::new(),
                 completer: std::sync::OnceLock::new(),
+                soonest: AtomicI64::new(i64::MAX),
+                retimed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -309,6 +317,31 @@ impl WorkerHandle {
 }
 
 impl Shared {
+    /// This worker stored a job due at `run_at` (a retry, a deferral): its loop, if idle,
+    /// wakes then. Called after the row is committed, so a claim that sees the time sees the
+    /// row.
+    fn stored_due(&self, run_at: i64) {
+        if run_at < self.soonest.fetch_min(run_at, Ordering::SeqCst) {
+            self.retimed.notify_one();
+        }
+    }
+
+    /// When the earliest retry or deferral this worker stored is due, if one is pending.
+    pub(crate) fn retry_due(&self) -> Option<i64> {
+        Some(self.soonest.load(Ordering::SeqCst)).filter(|&t| t != i64::MAX)
+    }
+
+    /// A claim starts at `now`: what it will see due needs no wake-up of its own. (A time
+    /// stored meanwhile stays: the exchange fails and the loop wakes once more, harmlessly.)
+    pub(crate) fn passed(&self, now: i64) {
+        let t = self.soonest.load(Ordering::SeqCst);
+        if t <= now {
+            let _ = self
+                .soonest
+                .compare_exchange(t, i64::MAX, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
     pub(crate) async fn claim(&self, limit: usize) -> Result<Vec<JobRow>, JobsError> {
         let now = self.jobs.now();
         let lease_until = now.saturating_add(duration_ms(self.config.lease));
@@ -643,6 +676,7 @@ impl Shared {
                     )
                     .await?;
                 if ours {
+                    self.stored_due(run_at);
                     metrics::counter!("steadfast_jobs_retried_total", "handler" => row.handler.clone()).increment(1);
                     steadfast::trace::record_error(&tracing::Span::current(), code.as_str());
                     tracing::info!(
@@ -717,9 +751,13 @@ impl Shared {
         why: &'static str,
     ) -> Result<&'static str, JobsError> {
         let now = self.jobs.now();
-        self.store()
+        if self
+            .store()
             .settle(lease, &Settle::Defer { run_at }, now)
-            .await?;
+            .await?
+        {
+            self.stored_due(run_at);
+        }
         metrics::counter!("steadfast_jobs_deferred_total", "handler" => row.handler.clone(), "why" => why)
             .increment(1);
         tracing::info!(steadfast.reason = why, "steadfast.job.deferred");

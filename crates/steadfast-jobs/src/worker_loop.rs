@@ -111,8 +111,6 @@ struct Claimed {
     at: i64,
     /// Fewer claimed than asked for: nothing else is claimable now.
     short: bool,
-    /// Then, when the next job is due (if the store said).
-    next_due: Option<i64>,
 }
 
 /// The rescue and gauge chores the loop does on its way round.
@@ -175,6 +173,8 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     let mut claiming: Option<JoinHandle<Claimed>> = None;
     // Set when a claim came back short: no claim until a wake-up or its time.
     let mut idle: Option<Idle> = None;
+    // After a short claim: when the next job is due.
+    let mut looking: Option<JoinHandle<Option<i64>>> = None;
     // A job ended (its slot is free): wakes a loop idle because due jobs were blocked.
     let ended = Arc::new(Notify::new());
     // Re-armed before each claim, so a job queued while the claim looks wakes the next one.
@@ -210,7 +210,26 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
             _ = stop.cancelled() => break,
             r = async { claiming.as_mut().expect("a claim in flight").await }, if claiming.is_some() => {
                 claiming = None;
-                idle = took(&s, r, &mut buffer);
+                let look;
+                (idle, look) = took(&s, r, &mut buffer);
+                if look {
+                    // A retry this worker stored may be due before the store's answer comes.
+                    idle = idle.and_then(|i| s.retry_due().map_or(Some(i), |due| wake_at(i, due, s.jobs.now(), Instant::now(), s.config.poll_interval, false)));
+                    let store = s.jobs.inner.store.clone();
+                    looking = Some(tokio::spawn(async move { next_due(&store).await.ok().flatten() }));
+                }
+            }
+            due = async { looking.as_mut().expect("a lookup in flight").await }, if looking.is_some() => {
+                looking = None;
+                if let (Some(i), Ok(Some(due))) = (idle, due) {
+                    idle = wake_at(i, due, s.jobs.now(), Instant::now(), s.config.poll_interval, true);
+                }
+            }
+            // This worker stored a retry (or deferred a job): an idle loop wakes at its time.
+            _ = s.retimed.notified(), if asleep => {
+                if let (Some(i), Some(due)) = (idle, s.retry_due()) {
+                    idle = wake_at(i, due, s.jobs.now(), Instant::now(), s.config.poll_interval, false);
+                }
             }
             // A slot is free: start the next buffered job, or claim for it. (A slot that
             // freed since `start_buffered` looked, with jobs at hand, completes at once.)
@@ -225,6 +244,9 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     // them, which releases their leases).
     if let Some(c) = claiming {
         took(&s, c.await, &mut buffer);
+    }
+    if let Some(l) = looking {
+        l.abort();
     }
     for (row, _) in buffer.drain(..) {
         if s.jobs.inner.take_kept(row.id).is_none() {
@@ -298,44 +320,68 @@ async fn run_one(
     ended.notify_waiters();
 }
 
-/// Claims up to `want` jobs; with fewer than that due now, also asks when the next one is.
+/// Claims up to `want` jobs. When the next job is due is asked afterwards, on a task of its
+/// own ([`next_due`]), if this claim comes back short: asked here, it was a second round trip
+/// between a job's `NOTIFY` and its start, on every idle start.
 async fn claim(s: Arc<Shared>, want: usize) -> Claimed {
     let at = s.jobs.now();
+    s.passed(at);
     let rows = s.claim(want).await;
     let short = rows.as_ref().is_ok_and(|r| r.len() < want);
-    let next_due = if short {
-        next_due(&s.jobs.inner.store).await.ok().flatten()
-    } else {
-        None
-    };
-    Claimed {
-        rows,
-        at,
-        short,
-        next_due,
-    }
+    Claimed { rows, at, short }
 }
 
 /// No claim until `until` or a wake-up; `blocked`: jobs are due but were not claimable (an
 /// ordering key's head is running, a key is at its limit), so a job ending wakes it too.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Idle {
     until: Instant,
     blocked: bool,
 }
 
+/// What an idle loop does once it learns a job is due at `due` (ms; `now` is the clock's
+/// time, `at` the same moment as an `Instant`): `None` claims at once; otherwise it sleeps
+/// until the due time if that comes before its current deadline. `blocked_if_due`: the
+/// store said `due` is the first job in claim order, yet the claim just came back short —
+/// it is due but not claimable (see [`Idle`]), so look again when a job ends or soon.
+fn wake_at(
+    idle: Idle,
+    due: i64,
+    now: i64,
+    at: Instant,
+    poll: Duration,
+    blocked_if_due: bool,
+) -> Option<Idle> {
+    if due <= now {
+        if !blocked_if_due {
+            return None;
+        }
+        return Some(Idle {
+            until: at + poll.min(Duration::from_millis(50)),
+            blocked: true,
+        });
+    }
+    let until = at + Duration::from_millis(u64::try_from(due - now).unwrap_or(u64::MAX));
+    Some(Idle {
+        until: idle.until.min(until),
+        blocked: idle.blocked,
+    })
+}
+
 /// Takes a claim's rows into the buffer; returns how long to wait before the next claim
-/// (`None`: claim again as soon as there is room).
+/// (`None`: claim again as soon as there is room), and whether to ask when the next job is
+/// due (the claim came back short).
 fn took(
     s: &Shared,
     r: Result<Claimed, tokio::task::JoinError>,
     buffer: &mut VecDeque<(JobRow, i64)>,
-) -> Option<Idle> {
+) -> (Option<Idle>, bool) {
     let after = |d: Duration| {
-        Some(Idle {
+        let idle = Idle {
             until: Instant::now() + d,
             blocked: false,
-        })
+        };
+        (Some(idle), false)
     };
     let poll = s.config.poll_interval;
     let c = match r {
@@ -360,27 +406,14 @@ fn took(
         .unwrap_or_else(|e| e.into_inner())
         .extend(rows.iter().map(|r| (r.id, (s.id.clone(), r.attempts))));
     buffer.extend(rows.into_iter().map(|r| (r, claimed_at)));
-    if c.short {
-        // Nothing more is due now (the wake-up armed before this claim catches a job queued
-        // since): no claim until the next due job, a wake-up, or the poll interval.
-        let wait = match c.next_due {
-            Some(due) => {
-                Duration::from_millis(u64::try_from(due.saturating_sub(s.jobs.now())).unwrap_or(0))
-                    .min(poll)
-            }
-            None => poll,
-        };
-        // Due but not claimable (an ordering key's head is running, a key is at its limit):
-        // look again when a job ends, or soon, without spinning.
-        if wait.is_zero() {
-            return Some(Idle {
-                until: Instant::now() + poll.min(Duration::from_millis(50)),
-                blocked: true,
-            });
-        }
-        return after(wait);
-    }
-    None
+    // Short: nothing more is due now (the wake-up armed before this claim catches a job
+    // queued since). No claim until the next due job (the caller asks when that is), a retry
+    // this worker stores, a wake-up, or the poll interval.
+    let idle = c.short.then(|| Idle {
+        until: Instant::now() + poll,
+        blocked: false,
+    });
+    (idle, c.short)
 }
 
 /// Gives a claimed job back untouched: available now, its attempt refunded.
