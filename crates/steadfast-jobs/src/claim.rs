@@ -80,19 +80,38 @@ impl Store {
         Ok(rows)
     }
 
+    /// Only the first check is made on the claim's path; later ones refresh the answer on a
+    /// task of their own (one at a time) while claims go on with the last one — a stale answer
+    /// only delays a limited key's jobs (see [`KEYS_CHECK_MS`]), and inline, the check was a
+    /// second round trip before one start a second (an idle worker's p99).
     async fn keys_may_exist(&self) -> Result<bool, JobsError> {
         let seen = &self.keys_seen;
         let now = seen.elapsed_ms();
         let checked = seen.checked.load(Ordering::Relaxed);
-        if checked != 0 && now.saturating_sub(checked - 1) < KEYS_CHECK_MS {
-            return Ok(seen.exist.load(Ordering::Relaxed));
+        if checked == 0 {
+            return self.check_keys(now).await;
         }
+        if now.saturating_sub(checked - 1) >= KEYS_CHECK_MS
+            && !seen.refreshing.swap(true, Ordering::AcqRel)
+        {
+            let store = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = store.check_keys(now).await {
+                    tracing::debug!(error = %steadfast::sanitize(&e.to_string()), "checking for limited keys failed; the last answer stands");
+                }
+                store.keys_seen.refreshing.store(false, Ordering::Release);
+            });
+        }
+        Ok(seen.exist.load(Ordering::Relaxed))
+    }
+
+    async fn check_keys(&self, now: u64) -> Result<bool, JobsError> {
         let n: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM (SELECT 1 FROM steadfast_keys LIMIT 1) k")
                 .fetch_one(&self.bookkeeping)
                 .await?;
-        seen.exist.store(n > 0, Ordering::Relaxed);
-        seen.checked.store(now + 1, Ordering::Relaxed);
+        self.keys_seen.exist.store(n > 0, Ordering::Relaxed);
+        self.keys_seen.checked.store(now + 1, Ordering::Relaxed);
         Ok(n > 0)
     }
 

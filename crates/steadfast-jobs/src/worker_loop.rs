@@ -518,6 +518,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_idle_loop_wakes_at_the_next_due_time_or_claims_at_once() {
+        let at = Instant::now();
+        let poll = Duration::from_secs(1);
+        let idle = Idle {
+            until: at + poll,
+            blocked: false,
+        };
+        // Due in 250 ms: the deadline moves to then (not the poll's), exactly.
+        let i = wake_at(idle, 10_250, 10_000, at, poll, false).unwrap();
+        assert_eq!(i.until - at, Duration::from_millis(250));
+        assert!(!i.blocked);
+        // Due after the current deadline: the deadline stays.
+        assert_eq!(wake_at(idle, 15_000, 10_000, at, poll, true), Some(idle));
+        // Already due: a stored retry is claimed at once...
+        assert_eq!(wake_at(idle, 9_990, 10_000, at, poll, false), None);
+        // ...but when the store's first job in claim order is due and the claim just came back
+        // short, it is blocked (an ordering key's head runs, a key is at its limit): look again
+        // when a job ends, or in 50 ms.
+        let b = wake_at(idle, 10_000, 10_000, at, poll, true).unwrap();
+        assert!(b.blocked);
+        assert_eq!(b.until - at, Duration::from_millis(50));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_max_at_or_below_prefetch_keeps_prefetch_and_a_short_lease_keeps_less() {
         let mut fixed = Pace::with(8, 0, Duration::from_secs(30));
         let mut short = Pace::with(1, 10_000, Duration::from_millis(300));
