@@ -61,23 +61,25 @@ pub(crate) fn gcra(tat: i64, now: i64, rate: i64, window_ms: i64, want: i64) -> 
 }
 
 impl Store {
-    /// Claims up to `limit` due jobs for `worker`, spending an attempt on each.
+    /// Claims up to `limit` due jobs for `worker`, spending an attempt on each; returns them
+    /// and how many of the first were claimed under a key's limits.
     pub(crate) async fn claim(
         &self,
         worker: &str,
         limit: i64,
         now: i64,
         lease_until: i64,
-    ) -> Result<Vec<JobRow>, JobsError> {
+    ) -> Result<(Vec<JobRow>, usize), JobsError> {
         let mut rows = Vec::new();
         if self.keys_may_exist().await? {
             rows = self.claim_limited(worker, limit, now, lease_until).await?;
         }
-        let left = limit - rows.len() as i64;
+        let limited = rows.len();
+        let left = limit - limited as i64;
         if left > 0 {
             rows.extend(self.claim_free(worker, left, now, lease_until).await?);
         }
-        Ok(rows)
+        Ok((rows, limited))
     }
 
     /// Only the first check is made on the claim's path; later ones refresh the answer on a

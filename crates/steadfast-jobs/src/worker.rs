@@ -88,7 +88,7 @@ impl Worker {
         let s = &self.shared;
         let now = s.jobs.now();
         s.jobs.inner.store.rescue(now).await?;
-        let rows = s.claim(s.config.concurrency).await?;
+        let (rows, _) = s.claim(s.config.concurrency).await?;
         let n = rows.len();
         let mut set = JoinSet::new();
         for row in rows {
@@ -178,10 +178,12 @@ impl Shared {
         }
     }
 
-    pub(crate) async fn claim(&self, limit: usize) -> Result<Vec<JobRow>, JobsError> {
+    /// Claims up to `limit` jobs; returns them and how many of the first were claimed under a
+    /// key's limits.
+    pub(crate) async fn claim(&self, limit: usize) -> Result<(Vec<JobRow>, usize), JobsError> {
         let now = self.jobs.now();
         let lease_until = now.saturating_add(duration_ms(self.config.lease));
-        let rows = self
+        let (rows, limited) = self
             .jobs
             .inner
             .store
@@ -197,7 +199,7 @@ impl Shared {
             metrics::histogram!("steadfast_jobs_queue_lag_seconds", "handler" => r.handler.clone())
                 .record(lag);
         }
-        Ok(rows)
+        Ok((rows, limited))
     }
 
     fn completer(&self) -> &Completer {

@@ -105,7 +105,8 @@ impl Pace {
 
 /// What a claim task brings back.
 struct Claimed {
-    rows: Result<Vec<JobRow>, JobsError>,
+    /// The rows, and how many of the first were claimed under a key's limits.
+    rows: Result<(Vec<JobRow>, usize), JobsError>,
     /// When the claim started (no later than its leases did): a kept job's age counts from
     /// here, not from when the loop got round to taking the rows.
     at: i64,
@@ -327,7 +328,7 @@ async fn claim(s: Arc<Shared>, want: usize) -> Claimed {
     let at = s.jobs.now();
     s.passed(at);
     let rows = s.claim(want).await;
-    let short = rows.as_ref().is_ok_and(|r| r.len() < want);
+    let short = rows.as_ref().is_ok_and(|r| r.0.len() < want);
     Claimed { rows, at, short }
 }
 
@@ -391,8 +392,8 @@ fn took(
             return after(poll);
         }
     };
-    let rows = match c.rows {
-        Ok(rows) => rows,
+    let (mut rows, limited) = match c.rows {
+        Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %sanitize(&e.to_string()), "claiming jobs failed; retrying after the poll interval");
             return after(poll);
@@ -405,7 +406,16 @@ fn took(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend(rows.iter().map(|r| (r.id, (s.id.clone(), r.attempts))));
-    buffer.extend(rows.into_iter().map(|r| (r, claimed_at)));
+    // Jobs claimed under a key's limits go to the front: their key's room (and rate) was
+    // spent at the claim, so they start at the next free slot, not behind a backlog kept at
+    // hand — a rate that holds at the claims holds at the starts, as its users read it, only
+    // while the wait between the two stays short (and a kept job of a `max_running` key
+    // holds one of its places without running).
+    let free: Vec<_> = rows.split_off(limited);
+    for r in rows.into_iter().rev() {
+        buffer.push_front((r, claimed_at));
+    }
+    buffer.extend(free.into_iter().map(|r| (r, claimed_at)));
     // Short: nothing more is due now (the wake-up armed before this claim catches a job
     // queued since). No claim until the next due job (the caller asks when that is), a retry
     // this worker stores, a wake-up, or the poll interval.
