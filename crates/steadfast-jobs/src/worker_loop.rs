@@ -121,6 +121,7 @@ struct Chores {
     stats_every: Option<i64>,
     last_stats: i64,
     stats_task: Option<JoinHandle<()>>,
+    rescue_task: Option<JoinHandle<()>>,
 }
 
 impl Chores {
@@ -131,10 +132,11 @@ impl Chores {
             stats_every: s.config.stats_interval.map(duration_ms),
             last_stats: i64::MIN,
             stats_task: None,
+            rescue_task: None,
         }
     }
 
-    async fn run(&mut self, s: &Shared) {
+    fn run(&mut self, s: &Shared) {
         let now = s.jobs.now();
         // The count reads every row's state: on its own task, one at a time, so a large store
         // never delays a claim.
@@ -154,11 +156,22 @@ impl Chores {
                 }
             }));
         }
-        if now.saturating_sub(self.last_rescue) >= self.rescue_every {
+        // The rescue too, so the starts of the jobs at hand never wait for its round trip.
+        let rescuing = self.rescue_task.as_ref().is_some_and(|t| !t.is_finished());
+        if !rescuing && now.saturating_sub(self.last_rescue) >= self.rescue_every {
             self.last_rescue = now;
-            if let Err(e) = s.jobs.inner.store.rescue(now).await {
-                tracing::warn!(error = %sanitize(&e.to_string()), "rescuing expired leases failed");
-            }
+            let store = s.jobs.inner.store.clone();
+            let wake = s.jobs.inner.wake.clone();
+            self.rescue_task = Some(tokio::spawn(async move {
+                match store.rescue(now).await {
+                    // Claimable again (no `NOTIFY` for an update): an idle loop looks.
+                    Ok(n) if n > 0 => wake.notify_waiters(),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %sanitize(&e.to_string()), "rescuing expired leases failed")
+                    }
+                }
+            }));
         }
     }
 }
@@ -191,7 +204,7 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     }
     while !stop.is_cancelled() {
         while tasks.try_join_next().is_some() {}
-        chores.run(&s).await;
+        chores.run(&s);
         start_buffered(&s, &slots, &ended, &mut buffer, &mut tasks, &mut pace);
         let free = slots.available_permits();
         if claiming.is_none() && idle.is_none() {
@@ -266,6 +279,9 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     }
     if let Some(t) = chores.stats_task {
         t.abort();
+    }
+    if let Some(t) = chores.rescue_task {
+        let _ = t.await;
     }
     Ok(())
 }
