@@ -93,7 +93,7 @@ impl Worker {
         let mut set = JoinSet::new();
         for row in rows {
             let shared = s.clone();
-            set.spawn(async move { shared.run(row).await });
+            set.spawn(async move { shared.run(row, None).await });
         }
         let mut result = Ok(n);
         while let Some(r) = set.join_next().await {
@@ -217,8 +217,15 @@ impl Shared {
         &self.jobs.inner.store
     }
 
-    /// Runs one claimed attempt and stores its outcome.
-    pub(crate) async fn run(self: Arc<Self>, row: JobRow) -> Result<(), JobsError> {
+    /// Runs one claimed attempt and stores its outcome. `slot`, the worker's slot the job
+    /// holds, is given back as soon as a failed handler returns, before its retry (or death)
+    /// is stored: as a success's slot is, once handed to the completer. Held through that
+    /// round trip, a worker of one slot waited for it between every failed job and the next.
+    pub(crate) async fn run(
+        self: Arc<Self>,
+        row: JobRow,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<(), JobsError> {
         let span = crate::row::attempt_span(&row);
         let trace = row.trace();
         if let (false, Some(p), Some(tc)) = (
@@ -230,7 +237,10 @@ impl Shared {
             // and refuses a new parent after that.
             p.attach(&span, tc);
         }
-        let outcome = self.attempt(&row, trace).instrument(span.clone()).await;
+        let outcome = self
+            .attempt(&row, trace, slot)
+            .instrument(span.clone())
+            .await;
         if let Ok(o) = &outcome {
             span.record("steadfast.job.outcome", *o);
         }
@@ -241,6 +251,7 @@ impl Shared {
         &self,
         row: &JobRow,
         trace: Option<crate::TraceContext>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<&'static str, JobsError> {
         let lease = Lease {
             id: row.id,
@@ -445,6 +456,7 @@ impl Shared {
                 Ok("done")
             }
             Err(failure) => {
+                drop(slot);
                 if let Some(p) = permit {
                     p.record(failure.class.counts_as_breaker_failure());
                 }

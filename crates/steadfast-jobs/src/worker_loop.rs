@@ -320,20 +320,21 @@ async fn run_one(
     permit: OwnedSemaphorePermit,
     ended: Arc<Notify>,
 ) {
+    // The loop waits on the semaphore: freeing the slot (here, or in `run` as soon as the
+    // handler is done) wakes it.
     let r = if stale {
         let r = release(&shared, &row).await;
+        drop(permit);
         // It is claimable again (no `NOTIFY` for an update): a loop idle since its last
         // claim came back short looks again.
         shared.jobs.inner.wake.notify_waiters();
         r
     } else {
-        shared.run(row).await
+        shared.run(row, Some(permit)).await
     };
     if let Err(e) = r {
         tracing::warn!(error = %sanitize(&e.to_string()), "settling a job failed; its lease will expire and it will be retried");
     }
-    // The loop waits on the semaphore: freeing the slot wakes it.
-    drop(permit);
     ended.notify_waiters();
 }
 
