@@ -209,6 +209,7 @@ impl Shared {
                 self.id.clone(),
                 self.jobs.inner.clock.clone(),
                 self.config.concurrency,
+                self.config.keep_done,
             )
         })
     }

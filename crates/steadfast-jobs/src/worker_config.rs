@@ -41,6 +41,14 @@ pub struct WorkerConfig {
     /// keeps 500) while a worker of slow jobs keeps only `prefetch`. At or below `prefetch`,
     /// the buffer is `prefetch` whatever the rate; with `prefetch` 0 nothing is kept.
     pub prefetch_max: usize,
+    /// Keep a successful job's row, as `done` (default `true`). `false` deletes it instead,
+    /// graphile-worker's way: marking a row done writes a new version of it and its index
+    /// entries, deleting one does not (256 rows: 2.8–15 ms against 0.5 ms on the loaded VM of
+    /// BENCHMARKS.md), so a backlog of short jobs burns down faster. The job is then gone:
+    /// [`Jobs::get`](crate::Jobs::get) returns `None` for it, `stats().done`, `jobs list` and
+    /// the console no longer count or show it. Failed, dead and cancelled jobs, and the runs
+    /// of recurring schedules (whose fire times must stay unique), are kept either way.
+    pub keep_done: bool,
     /// How often the running loop counts the store's jobs by state into the
     /// `steadfast_jobs_stored{state}` gauge (default 15 s; `None` never: the count reads every
     /// row's state, which a store of millions of finished jobs may not want every few seconds).
@@ -69,6 +77,7 @@ impl Default for WorkerConfig {
             busy_delay: Duration::from_millis(250),
             prefetch: DEFAULT_PREFETCH,
             prefetch_max: DEFAULT_PREFETCH_MAX,
+            keep_done: true,
             stats_interval: Some(Duration::from_secs(15)),
             id: None,
             seed: None,
@@ -95,6 +104,11 @@ impl WorkerConfig {
     /// field).
     pub fn prefetch_max(mut self, n: usize) -> Self {
         self.prefetch_max = n;
+        self
+    }
+    /// Sets whether a successful job's row is kept as `done` (see the `keep_done` field).
+    pub fn keep_done(mut self, keep: bool) -> Self {
+        self.keep_done = keep;
         self
     }
     /// Sets the lease.
