@@ -228,7 +228,7 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
                 (idle, look) = took(&s, r, &mut buffer);
                 if look {
                     // A retry this worker stored may be due before the store's answer comes.
-                    idle = idle.and_then(|i| s.retry_due().map_or(Some(i), |due| wake_at(i, due, s.jobs.now(), Instant::now(), s.config.poll_interval, false)));
+                    idle = idle.and_then(|i| retry_wake(&s, i));
                     let store = s.jobs.inner.store.clone();
                     looking = Some(tokio::spawn(async move { next_due(&store).await.ok().flatten() }));
                 }
@@ -240,11 +240,7 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
                 }
             }
             // This worker stored a retry (or deferred a job): an idle loop wakes at its time.
-            _ = s.retimed.notified(), if asleep => {
-                if let (Some(i), Some(due)) = (idle, s.retry_due()) {
-                    idle = wake_at(i, due, s.jobs.now(), Instant::now(), s.config.poll_interval, false);
-                }
-            }
+            _ = s.retimed.notified(), if asleep => idle = idle.and_then(|i| retry_wake(&s, i)),
             // A slot is free: start the next buffered job, or claim for it. (A slot that
             // freed since `start_buffered` looked, with jobs at hand, completes at once.)
             p = slots.clone().acquire_owned(), if free == 0 || !buffer.is_empty() => drop(p),
@@ -253,20 +249,34 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
             _ = tokio::time::sleep_until(until), if asleep => idle = None,
         }
     }
-    // Stop claiming; hand back what was never started (and what a claim in flight brings),
-    // let running jobs finish (the handle bounds this by the grace period and then cancels
-    // them, which releases their leases).
-    if let Some(c) = claiming {
-        took(&s, c.await, &mut buffer);
-    }
     if let Some(l) = looking {
         l.abort();
+    }
+    if let Some(l) = listener {
+        l.abort();
+    }
+    wind_down(&s, claiming, buffer, tasks, chores).await;
+    Ok(())
+}
+
+/// Stops claiming: hands back what was never started (and what a claim in flight brings),
+/// lets running jobs finish (the handle bounds this by the grace period and then cancels them,
+/// which releases their leases), and writes what the completer holds.
+async fn wind_down(
+    s: &Shared,
+    claiming: Option<JoinHandle<Claimed>>,
+    mut buffer: VecDeque<(JobRow, i64)>,
+    mut tasks: JoinSet<()>,
+    chores: Chores,
+) {
+    if let Some(c) = claiming {
+        took(s, c.await, &mut buffer);
     }
     for (row, _) in buffer.drain(..) {
         if s.jobs.inner.take_kept(row.id).is_none() {
             continue;
         }
-        if let Err(e) = release(&s, &row).await {
+        if let Err(e) = release(s, &row).await {
             tracing::warn!(error = %sanitize(&e.to_string()), "releasing a prefetched job failed; it will run after its lease");
         }
     }
@@ -274,16 +284,12 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     if let Some(c) = s.completer.get() {
         c.flush().await;
     }
-    if let Some(l) = listener {
-        l.abort();
-    }
     if let Some(t) = chores.stats_task {
         t.abort();
     }
     if let Some(t) = chores.rescue_task {
         let _ = t.await;
     }
-    Ok(())
 }
 
 /// Starts buffered jobs in the free slots.
@@ -384,6 +390,15 @@ fn wake_at(
         until: idle.until.min(until),
         blocked: idle.blocked,
     })
+}
+
+/// An idle loop's deadline, moved to the earliest retry this worker stored if one is pending.
+fn retry_wake(s: &Shared, idle: Idle) -> Option<Idle> {
+    let Some(due) = s.retry_due() else {
+        return Some(idle);
+    };
+    let poll = s.config.poll_interval;
+    wake_at(idle, due, s.jobs.now(), Instant::now(), poll, false)
 }
 
 /// Takes a claim's rows into the buffer; returns how long to wait before the next claim
