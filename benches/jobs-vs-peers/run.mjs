@@ -30,6 +30,8 @@ const command = {
   steadfast: [process.env.STEADFAST_BIN],
   // The defaults with `prefetch 0` (the default before issue 35).
   "steadfast-prefetch0": [process.env.STEADFAST_BIN, "--config=prefetch0"],
+  // The defaults with `keep_done(false)`: successful jobs deleted (graphile-worker's way).
+  "steadfast-discard": [process.env.STEADFAST_BIN, "--config=discard"],
   // Tuned: see peer_bench.rs (`--config=tuned`).
   "steadfast-tuned": [process.env.STEADFAST_BIN, "--config=tuned"],
   // A build of another revision (say main), for a before/after in the same run.

@@ -8,7 +8,8 @@
 //! `defaults` is what a new user writes: `StoreOptions::new(url)` and
 //! `WorkerConfig::new().concurrency(workers)`, nothing else (prefetch 32 since issue 35).
 //! `prefetch0` is that with `prefetch 0` (the default before). `tuned` sets `prefetch 64` and
-//! 20 connections; `PREFETCH=n` overrides its prefetch.
+//! 20 connections; `PREFETCH=n` overrides its prefetch. `discard` is the defaults with
+//! `keep_done(false)` (successful jobs deleted, graphile-worker's way).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,6 +53,8 @@ struct Config {
     tuned: bool,
     /// `--config=prefetch0`: the defaults with `prefetch 0` (the default before issue 35).
     prefetch0: bool,
+    /// `--config=discard`: the defaults with `keep_done(false)`.
+    discard: bool,
 }
 
 fn config() -> Config {
@@ -62,6 +65,7 @@ fn config() -> Config {
         enqueue: "single".into(),
         tuned: false,
         prefetch0: false,
+        discard: false,
     };
     for a in std::env::args().skip(1) {
         let (k, v) = a
@@ -76,6 +80,7 @@ fn config() -> Config {
             "config" => {
                 c.tuned = v == "tuned";
                 c.prefetch0 = v == "prefetch0";
+                c.discard = v == "discard";
             }
             other => panic!("unknown argument {other:?}"),
         }
@@ -218,6 +223,9 @@ async fn main() {
     if c.prefetch0 {
         config = config.prefetch(0);
     }
+    if c.discard {
+        config = config.keep_done(false);
+    }
     if c.tuned {
         // Up to 64 claimed jobs kept at hand (pg-boss runs with batches of 50 here).
         config = config.prefetch(
@@ -256,9 +264,10 @@ async fn main() {
     println!(
         "{}",
         serde_json::json!({
-            "system": match (c.tuned, c.prefetch0) {
-                (true, _) => "steadfast-tuned",
-                (_, true) => "steadfast-prefetch0",
+            "system": match (c.tuned, c.prefetch0, c.discard) {
+                (true, _, _) => "steadfast-tuned",
+                (_, true, _) => "steadfast-prefetch0",
+                (_, _, true) => "steadfast-discard",
                 _ => "steadfast",
             },
             "scenario": c.scenario,

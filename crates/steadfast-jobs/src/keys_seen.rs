@@ -10,6 +10,8 @@ pub(crate) struct KeysSeen {
     pub(crate) exist: AtomicBool,
     /// Milliseconds since `epoch` of the last check, plus one (0: never).
     pub(crate) checked: AtomicU64,
+    /// A refresh is under way (see `Store::keys_may_exist`).
+    pub(crate) refreshing: AtomicBool,
     epoch: std::sync::OnceLock<Instant>,
 }
 

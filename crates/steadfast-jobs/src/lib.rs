@@ -44,6 +44,7 @@ mod stats;
 mod store;
 pub mod trace;
 mod worker;
+mod worker_config;
 mod worker_loop;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -7,6 +7,7 @@
 //! another job. While a handler runs, its lease is renewed; a job whose worker died is made
 //! claimable again once its lease has run out (the rescue step every loop runs).
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,172 +25,8 @@ use crate::options::CatchUp;
 use crate::recurrence::Recurrence;
 use crate::row::JobRow;
 use crate::store::{Lease, Settle};
+pub use crate::worker_config::WorkerConfig;
 use crate::{JobsError, Store};
-
-/// How a worker runs.
-///
-/// ```
-/// use std::time::Duration;
-/// use steadfast_jobs::WorkerConfig;
-/// let c = WorkerConfig::new().concurrency(16).lease(Duration::from_secs(10));
-/// assert_eq!(c.concurrency, 16);
-/// ```
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct WorkerConfig {
-    /// Jobs run at once (default 8).
-    pub concurrency: usize,
-    /// How long a claim holds without renewal (default 30 s); renewed every third of it.
-    pub lease: Duration,
-    /// The longest an idle worker waits before looking again (default 1 s); PostgreSQL
-    /// workers are also woken by `NOTIFY`.
-    pub poll_interval: Duration,
-    /// How long shutdown waits for running handlers before cancelling them (default 10 s).
-    pub grace: Duration,
-    /// When the dependency's concurrency limit is full, the job waits this long, without
-    /// spending an attempt (default 250 ms).
-    pub busy_delay: Duration,
-    /// Jobs claimed beyond the free slots, kept at hand so the next one starts the moment a
-    /// slot frees (default 32; 0 claims only for free slots). The buffer is refilled when half
-    /// empty: one claim per half-buffer instead of one per job, which is what makes many short
-    /// jobs fast (with 0, a worker of 4 or 16 slots ran 3–10× fewer no-op jobs per second on
-    /// PostgreSQL, see BENCHMARKS.md). A kept job counts as running for per-key limits and for other
-    /// processes (another process's `cancel` returns false for it; this process's cancels it);
-    /// one that waits half its lease is given back unrun, and shutdown gives back the rest.
-    pub prefetch: usize,
-    /// The most jobs kept at hand while jobs start fast (default 512): the buffer holds about
-    /// 100 ms of work at the rate jobs have been starting, never less than `prefetch`, so a
-    /// backlog of short jobs is claimed hundreds per statement (graphile-worker's local queue
-    /// keeps 500) while a worker of slow jobs keeps only `prefetch`. At or below `prefetch`,
-    /// the buffer is `prefetch` whatever the rate; with `prefetch` 0 nothing is kept.
-    pub prefetch_max: usize,
-    /// How often the running loop counts the store's jobs by state into the
-    /// `steadfast_jobs_stored{state}` gauge (default 15 s; `None` never: the count reads every
-    /// row's state, which a store of millions of finished jobs may not want every few seconds).
-    pub stats_interval: Option<Duration>,
-    /// This worker's name in `locked_by` (default: host-independent random id with the pid).
-    pub id: Option<String>,
-    /// Seed of the jitter's random source (random when `None`).
-    pub seed: Option<u64>,
-}
-
-/// Measured: on PostgreSQL, 8 kept jobs gave a third of 32's throughput with 4 and 16 slots,
-/// 64 no more than 32 (BENCHMARKS.md).
-const DEFAULT_PREFETCH: usize = 32;
-
-/// Measured (issue 35): claims of up to ~500 rows let a worker of no-op jobs keep up with a
-/// bulk enqueue; graphile-worker's performance preset keeps 500 too.
-const DEFAULT_PREFETCH_MAX: usize = 512;
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        Self {
-            concurrency: 8,
-            lease: Duration::from_secs(30),
-            poll_interval: Duration::from_secs(1),
-            grace: Duration::from_secs(10),
-            busy_delay: Duration::from_millis(250),
-            prefetch: DEFAULT_PREFETCH,
-            prefetch_max: DEFAULT_PREFETCH_MAX,
-            stats_interval: Some(Duration::from_secs(15)),
-            id: None,
-            seed: None,
-        }
-    }
-}
-
-impl WorkerConfig {
-    /// The defaults.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Sets the concurrency.
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = n;
-        self
-    }
-    /// Sets how many claimed jobs are kept at hand beyond the free slots.
-    pub fn prefetch(mut self, n: usize) -> Self {
-        self.prefetch = n;
-        self
-    }
-    /// Sets the most jobs kept at hand while jobs start fast (see the `prefetch_max`
-    /// field).
-    pub fn prefetch_max(mut self, n: usize) -> Self {
-        self.prefetch_max = n;
-        self
-    }
-    /// Sets the lease.
-    pub fn lease(mut self, d: Duration) -> Self {
-        self.lease = d;
-        self
-    }
-    /// Sets the poll interval.
-    pub fn poll_interval(mut self, d: Duration) -> Self {
-        self.poll_interval = d;
-        self
-    }
-    /// Sets the shutdown grace period.
-    pub fn grace(mut self, d: Duration) -> Self {
-        self.grace = d;
-        self
-    }
-    /// Sets how often the store's jobs are counted into the `steadfast_jobs_stored` gauge.
-    pub fn stats_interval(mut self, every: Option<Duration>) -> Self {
-        self.stats_interval = every;
-        self
-    }
-    /// Sets the worker's id.
-    pub fn id(mut self, id: impl Into<String>) -> Self {
-        self.id = Some(id.into());
-        self
-    }
-    /// Seeds the jitter.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), JobsError> {
-        if self.concurrency == 0 || self.concurrency > 10_000 {
-            return Err(JobsError::invalid(
-                "concurrency",
-                format!("be 1 to 10000 (got {})", self.concurrency),
-            ));
-        }
-        if self.lease < Duration::from_millis(300) {
-            return Err(JobsError::invalid(
-                "lease",
-                format!("be >= 300ms (got {:?})", self.lease),
-            ));
-        }
-        if self.prefetch > 10_000 {
-            return Err(JobsError::invalid(
-                "prefetch",
-                format!("be 0 to 10000 (got {})", self.prefetch),
-            ));
-        }
-        if self.prefetch_max > 10_000 {
-            return Err(JobsError::invalid(
-                "prefetch_max",
-                format!("be 0 to 10000 (got {})", self.prefetch_max),
-            ));
-        }
-        if self
-            .stats_interval
-            .is_some_and(|d| d < Duration::from_secs(1))
-        {
-            return Err(JobsError::invalid(
-                "stats_interval",
-                format!("be >= 1s or None (got {:?})", self.stats_interval),
-            ));
-        }
-        if self.poll_interval.is_zero() {
-            return Err(JobsError::invalid("poll_interval", "be > 0"));
-        }
-        Ok(())
-    }
-}
 
 /// A worker (see [`WorkerConfig`]).
 #[derive(Debug, Clone)]
@@ -207,6 +44,11 @@ pub(crate) struct Shared {
     pub(crate) abort: CancellationToken,
     /// Started on first use (it needs the runtime).
     pub(crate) completer: std::sync::OnceLock<Completer>,
+    /// The earliest time (ms) a retry or deferral this worker stored is due, `i64::MAX` when
+    /// none is pending: an idle loop sleeps until then instead of until the poll interval.
+    pub(crate) soonest: AtomicI64,
+    /// Tells the loop `soonest` moved.
+    pub(crate) retimed: tokio::sync::Notify,
 }
 
 impl Worker {
@@ -227,6 +69,8 @@ impl Worker {
                 rng: Mutex::new(rng),
                 abort: CancellationToken::new(),
                 completer: std::sync::OnceLock::new(),
+                soonest: AtomicI64::new(i64::MAX),
+                retimed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -244,12 +88,12 @@ impl Worker {
         let s = &self.shared;
         let now = s.jobs.now();
         s.jobs.inner.store.rescue(now).await?;
-        let rows = s.claim(s.config.concurrency).await?;
+        let (rows, _) = s.claim(s.config.concurrency).await?;
         let n = rows.len();
         let mut set = JoinSet::new();
         for row in rows {
             let shared = s.clone();
-            set.spawn(async move { shared.run(row).await });
+            set.spawn(async move { shared.run(row, None).await });
         }
         let mut result = Ok(n);
         while let Some(r) = set.join_next().await {
@@ -309,10 +153,37 @@ impl WorkerHandle {
 }
 
 impl Shared {
-    pub(crate) async fn claim(&self, limit: usize) -> Result<Vec<JobRow>, JobsError> {
+    /// This worker stored a job due at `run_at` (a retry, a deferral): its loop, if idle,
+    /// wakes then. Called after the row is committed, so a claim that sees the time sees the
+    /// row.
+    fn stored_due(&self, run_at: i64) {
+        if run_at < self.soonest.fetch_min(run_at, Ordering::SeqCst) {
+            self.retimed.notify_one();
+        }
+    }
+
+    /// When the earliest retry or deferral this worker stored is due, if one is pending.
+    pub(crate) fn retry_due(&self) -> Option<i64> {
+        Some(self.soonest.load(Ordering::SeqCst)).filter(|&t| t != i64::MAX)
+    }
+
+    /// A claim starts at `now`: what it will see due needs no wake-up of its own. (A time
+    /// stored meanwhile stays: the exchange fails and the loop wakes once more, harmlessly.)
+    pub(crate) fn passed(&self, now: i64) {
+        let t = self.soonest.load(Ordering::SeqCst);
+        if t <= now {
+            let _ = self
+                .soonest
+                .compare_exchange(t, i64::MAX, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
+    /// Claims up to `limit` jobs; returns them and how many of the first were claimed under a
+    /// key's limits.
+    pub(crate) async fn claim(&self, limit: usize) -> Result<(Vec<JobRow>, usize), JobsError> {
         let now = self.jobs.now();
         let lease_until = now.saturating_add(duration_ms(self.config.lease));
-        let rows = self
+        let (rows, limited) = self
             .jobs
             .inner
             .store
@@ -328,7 +199,7 @@ impl Shared {
             metrics::histogram!("steadfast_jobs_queue_lag_seconds", "handler" => r.handler.clone())
                 .record(lag);
         }
-        Ok(rows)
+        Ok((rows, limited))
     }
 
     fn completer(&self) -> &Completer {
@@ -338,6 +209,7 @@ impl Shared {
                 self.id.clone(),
                 self.jobs.inner.clock.clone(),
                 self.config.concurrency,
+                self.config.keep_done,
             )
         })
     }
@@ -346,8 +218,15 @@ impl Shared {
         &self.jobs.inner.store
     }
 
-    /// Runs one claimed attempt and stores its outcome.
-    pub(crate) async fn run(self: Arc<Self>, row: JobRow) -> Result<(), JobsError> {
+    /// Runs one claimed attempt and stores its outcome. `slot`, the worker's slot the job
+    /// holds, is given back as soon as a failed handler returns, before its retry (or death)
+    /// is stored: as a success's slot is, once handed to the completer. Held through that
+    /// round trip, a worker of one slot waited for it between every failed job and the next.
+    pub(crate) async fn run(
+        self: Arc<Self>,
+        row: JobRow,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<(), JobsError> {
         let span = crate::row::attempt_span(&row);
         let trace = row.trace();
         if let (false, Some(p), Some(tc)) = (
@@ -359,7 +238,10 @@ impl Shared {
             // and refuses a new parent after that.
             p.attach(&span, tc);
         }
-        let outcome = self.attempt(&row, trace).instrument(span.clone()).await;
+        let outcome = self
+            .attempt(&row, trace, slot)
+            .instrument(span.clone())
+            .await;
         if let Ok(o) = &outcome {
             span.record("steadfast.job.outcome", *o);
         }
@@ -370,6 +252,7 @@ impl Shared {
         &self,
         row: &JobRow,
         trace: Option<crate::TraceContext>,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<&'static str, JobsError> {
         let lease = Lease {
             id: row.id,
@@ -574,6 +457,7 @@ impl Shared {
                 Ok("done")
             }
             Err(failure) => {
+                drop(slot);
                 if let Some(p) = permit {
                     p.record(failure.class.counts_as_breaker_failure());
                 }
@@ -643,6 +527,7 @@ impl Shared {
                     )
                     .await?;
                 if ours {
+                    self.stored_due(run_at);
                     metrics::counter!("steadfast_jobs_retried_total", "handler" => row.handler.clone()).increment(1);
                     steadfast::trace::record_error(&tracing::Span::current(), code.as_str());
                     tracing::info!(
@@ -717,9 +602,13 @@ impl Shared {
         why: &'static str,
     ) -> Result<&'static str, JobsError> {
         let now = self.jobs.now();
-        self.store()
+        if self
+            .store()
             .settle(lease, &Settle::Defer { run_at }, now)
-            .await?;
+            .await?
+        {
+            self.stored_due(run_at);
+        }
         metrics::counter!("steadfast_jobs_deferred_total", "handler" => row.handler.clone(), "why" => why)
             .increment(1);
         tracing::info!(steadfast.reason = why, "steadfast.job.deferred");

@@ -105,14 +105,13 @@ impl Pace {
 
 /// What a claim task brings back.
 struct Claimed {
-    rows: Result<Vec<JobRow>, JobsError>,
+    /// The rows, and how many of the first were claimed under a key's limits.
+    rows: Result<(Vec<JobRow>, usize), JobsError>,
     /// When the claim started (no later than its leases did): a kept job's age counts from
     /// here, not from when the loop got round to taking the rows.
     at: i64,
     /// Fewer claimed than asked for: nothing else is claimable now.
     short: bool,
-    /// Then, when the next job is due (if the store said).
-    next_due: Option<i64>,
 }
 
 /// The rescue and gauge chores the loop does on its way round.
@@ -122,6 +121,7 @@ struct Chores {
     stats_every: Option<i64>,
     last_stats: i64,
     stats_task: Option<JoinHandle<()>>,
+    rescue_task: Option<JoinHandle<()>>,
 }
 
 impl Chores {
@@ -132,10 +132,11 @@ impl Chores {
             stats_every: s.config.stats_interval.map(duration_ms),
             last_stats: i64::MIN,
             stats_task: None,
+            rescue_task: None,
         }
     }
 
-    async fn run(&mut self, s: &Shared) {
+    fn run(&mut self, s: &Shared) {
         let now = s.jobs.now();
         // The count reads every row's state: on its own task, one at a time, so a large store
         // never delays a claim.
@@ -155,11 +156,22 @@ impl Chores {
                 }
             }));
         }
-        if now.saturating_sub(self.last_rescue) >= self.rescue_every {
+        // The rescue too, so the starts of the jobs at hand never wait for its round trip.
+        let rescuing = self.rescue_task.as_ref().is_some_and(|t| !t.is_finished());
+        if !rescuing && now.saturating_sub(self.last_rescue) >= self.rescue_every {
             self.last_rescue = now;
-            if let Err(e) = s.jobs.inner.store.rescue(now).await {
-                tracing::warn!(error = %sanitize(&e.to_string()), "rescuing expired leases failed");
-            }
+            let store = s.jobs.inner.store.clone();
+            let wake = s.jobs.inner.wake.clone();
+            self.rescue_task = Some(tokio::spawn(async move {
+                match store.rescue(now).await {
+                    // Claimable again (no `NOTIFY` for an update): an idle loop looks.
+                    Ok(n) if n > 0 => wake.notify_waiters(),
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %sanitize(&e.to_string()), "rescuing expired leases failed")
+                    }
+                }
+            }));
         }
     }
 }
@@ -175,6 +187,8 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     let mut claiming: Option<JoinHandle<Claimed>> = None;
     // Set when a claim came back short: no claim until a wake-up or its time.
     let mut idle: Option<Idle> = None;
+    // After a short claim: when the next job is due.
+    let mut looking: Option<JoinHandle<Option<i64>>> = None;
     // A job ended (its slot is free): wakes a loop idle because due jobs were blocked.
     let ended = Arc::new(Notify::new());
     // Re-armed before each claim, so a job queued while the claim looks wakes the next one.
@@ -190,7 +204,7 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     }
     while !stop.is_cancelled() {
         while tasks.try_join_next().is_some() {}
-        chores.run(&s).await;
+        chores.run(&s);
         start_buffered(&s, &slots, &ended, &mut buffer, &mut tasks, &mut pace);
         let free = slots.available_permits();
         if claiming.is_none() && idle.is_none() {
@@ -210,8 +224,23 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
             _ = stop.cancelled() => break,
             r = async { claiming.as_mut().expect("a claim in flight").await }, if claiming.is_some() => {
                 claiming = None;
-                idle = took(&s, r, &mut buffer);
+                let look;
+                (idle, look) = took(&s, r, &mut buffer);
+                if look {
+                    // A retry this worker stored may be due before the store's answer comes.
+                    idle = idle.and_then(|i| retry_wake(&s, i));
+                    let store = s.jobs.inner.store.clone();
+                    looking = Some(tokio::spawn(async move { next_due(&store).await.ok().flatten() }));
+                }
             }
+            due = async { looking.as_mut().expect("a lookup in flight").await }, if looking.is_some() => {
+                looking = None;
+                if let (Some(i), Ok(Some(due))) = (idle, due) {
+                    idle = wake_at(i, due, s.jobs.now(), Instant::now(), s.config.poll_interval, true);
+                }
+            }
+            // This worker stored a retry (or deferred a job): an idle loop wakes at its time.
+            _ = s.retimed.notified(), if asleep => idle = idle.and_then(|i| retry_wake(&s, i)),
             // A slot is free: start the next buffered job, or claim for it. (A slot that
             // freed since `start_buffered` looked, with jobs at hand, completes at once.)
             p = slots.clone().acquire_owned(), if free == 0 || !buffer.is_empty() => drop(p),
@@ -220,17 +249,34 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
             _ = tokio::time::sleep_until(until), if asleep => idle = None,
         }
     }
-    // Stop claiming; hand back what was never started (and what a claim in flight brings),
-    // let running jobs finish (the handle bounds this by the grace period and then cancels
-    // them, which releases their leases).
+    if let Some(l) = looking {
+        l.abort();
+    }
+    if let Some(l) = listener {
+        l.abort();
+    }
+    wind_down(&s, claiming, buffer, tasks, chores).await;
+    Ok(())
+}
+
+/// Stops claiming: hands back what was never started (and what a claim in flight brings),
+/// lets running jobs finish (the handle bounds this by the grace period and then cancels them,
+/// which releases their leases), and writes what the completer holds.
+async fn wind_down(
+    s: &Shared,
+    claiming: Option<JoinHandle<Claimed>>,
+    mut buffer: VecDeque<(JobRow, i64)>,
+    mut tasks: JoinSet<()>,
+    chores: Chores,
+) {
     if let Some(c) = claiming {
-        took(&s, c.await, &mut buffer);
+        took(s, c.await, &mut buffer);
     }
     for (row, _) in buffer.drain(..) {
         if s.jobs.inner.take_kept(row.id).is_none() {
             continue;
         }
-        if let Err(e) = release(&s, &row).await {
+        if let Err(e) = release(s, &row).await {
             tracing::warn!(error = %sanitize(&e.to_string()), "releasing a prefetched job failed; it will run after its lease");
         }
     }
@@ -238,13 +284,12 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     if let Some(c) = s.completer.get() {
         c.flush().await;
     }
-    if let Some(l) = listener {
-        l.abort();
-    }
     if let Some(t) = chores.stats_task {
         t.abort();
     }
-    Ok(())
+    if let Some(t) = chores.rescue_task {
+        let _ = t.await;
+    }
 }
 
 /// Starts buffered jobs in the free slots.
@@ -281,61 +326,95 @@ async fn run_one(
     permit: OwnedSemaphorePermit,
     ended: Arc<Notify>,
 ) {
+    // The loop waits on the semaphore: freeing the slot (here, or in `run` as soon as the
+    // handler is done) wakes it.
     let r = if stale {
         let r = release(&shared, &row).await;
+        drop(permit);
         // It is claimable again (no `NOTIFY` for an update): a loop idle since its last
         // claim came back short looks again.
         shared.jobs.inner.wake.notify_waiters();
         r
     } else {
-        shared.run(row).await
+        shared.run(row, Some(permit)).await
     };
     if let Err(e) = r {
         tracing::warn!(error = %sanitize(&e.to_string()), "settling a job failed; its lease will expire and it will be retried");
     }
-    // The loop waits on the semaphore: freeing the slot wakes it.
-    drop(permit);
     ended.notify_waiters();
 }
 
-/// Claims up to `want` jobs; with fewer than that due now, also asks when the next one is.
+/// Claims up to `want` jobs. When the next job is due is asked afterwards, on a task of its
+/// own ([`next_due`]), if this claim comes back short: asked here, it was a second round trip
+/// between a job's `NOTIFY` and its start, on every idle start.
 async fn claim(s: Arc<Shared>, want: usize) -> Claimed {
     let at = s.jobs.now();
+    s.passed(at);
     let rows = s.claim(want).await;
-    let short = rows.as_ref().is_ok_and(|r| r.len() < want);
-    let next_due = if short {
-        next_due(&s.jobs.inner.store).await.ok().flatten()
-    } else {
-        None
-    };
-    Claimed {
-        rows,
-        at,
-        short,
-        next_due,
-    }
+    let short = rows.as_ref().is_ok_and(|r| r.0.len() < want);
+    Claimed { rows, at, short }
 }
 
 /// No claim until `until` or a wake-up; `blocked`: jobs are due but were not claimable (an
 /// ordering key's head is running, a key is at its limit), so a job ending wakes it too.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Idle {
     until: Instant,
     blocked: bool,
 }
 
+/// What an idle loop does once it learns a job is due at `due` (ms; `now` is the clock's
+/// time, `at` the same moment as an `Instant`): `None` claims at once; otherwise it sleeps
+/// until the due time if that comes before its current deadline. `blocked_if_due`: the
+/// store said `due` is the first job in claim order, yet the claim just came back short —
+/// it is due but not claimable (see [`Idle`]), so look again when a job ends or soon.
+fn wake_at(
+    idle: Idle,
+    due: i64,
+    now: i64,
+    at: Instant,
+    poll: Duration,
+    blocked_if_due: bool,
+) -> Option<Idle> {
+    if due <= now {
+        if !blocked_if_due {
+            return None;
+        }
+        return Some(Idle {
+            until: at + poll.min(Duration::from_millis(50)),
+            blocked: true,
+        });
+    }
+    let until = at + Duration::from_millis(u64::try_from(due - now).unwrap_or(u64::MAX));
+    Some(Idle {
+        until: idle.until.min(until),
+        blocked: idle.blocked,
+    })
+}
+
+/// An idle loop's deadline, moved to the earliest retry this worker stored if one is pending.
+fn retry_wake(s: &Shared, idle: Idle) -> Option<Idle> {
+    let Some(due) = s.retry_due() else {
+        return Some(idle);
+    };
+    let poll = s.config.poll_interval;
+    wake_at(idle, due, s.jobs.now(), Instant::now(), poll, false)
+}
+
 /// Takes a claim's rows into the buffer; returns how long to wait before the next claim
-/// (`None`: claim again as soon as there is room).
+/// (`None`: claim again as soon as there is room), and whether to ask when the next job is
+/// due (the claim came back short).
 fn took(
     s: &Shared,
     r: Result<Claimed, tokio::task::JoinError>,
     buffer: &mut VecDeque<(JobRow, i64)>,
-) -> Option<Idle> {
+) -> (Option<Idle>, bool) {
     let after = |d: Duration| {
-        Some(Idle {
+        let idle = Idle {
             until: Instant::now() + d,
             blocked: false,
-        })
+        };
+        (Some(idle), false)
     };
     let poll = s.config.poll_interval;
     let c = match r {
@@ -345,8 +424,8 @@ fn took(
             return after(poll);
         }
     };
-    let rows = match c.rows {
-        Ok(rows) => rows,
+    let (mut rows, limited) = match c.rows {
+        Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %sanitize(&e.to_string()), "claiming jobs failed; retrying after the poll interval");
             return after(poll);
@@ -359,28 +438,24 @@ fn took(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .extend(rows.iter().map(|r| (r.id, (s.id.clone(), r.attempts))));
-    buffer.extend(rows.into_iter().map(|r| (r, claimed_at)));
-    if c.short {
-        // Nothing more is due now (the wake-up armed before this claim catches a job queued
-        // since): no claim until the next due job, a wake-up, or the poll interval.
-        let wait = match c.next_due {
-            Some(due) => {
-                Duration::from_millis(u64::try_from(due.saturating_sub(s.jobs.now())).unwrap_or(0))
-                    .min(poll)
-            }
-            None => poll,
-        };
-        // Due but not claimable (an ordering key's head is running, a key is at its limit):
-        // look again when a job ends, or soon, without spinning.
-        if wait.is_zero() {
-            return Some(Idle {
-                until: Instant::now() + poll.min(Duration::from_millis(50)),
-                blocked: true,
-            });
-        }
-        return after(wait);
+    // Jobs claimed under a key's limits go to the front: their key's room (and rate) was
+    // spent at the claim, so they start at the next free slot, not behind a backlog kept at
+    // hand — a rate that holds at the claims holds at the starts, as its users read it, only
+    // while the wait between the two stays short (and a kept job of a `max_running` key
+    // holds one of its places without running).
+    let free: Vec<_> = rows.split_off(limited);
+    for r in rows.into_iter().rev() {
+        buffer.push_front((r, claimed_at));
     }
-    None
+    buffer.extend(free.into_iter().map(|r| (r, claimed_at)));
+    // Short: nothing more is due now (the wake-up armed before this claim catches a job
+    // queued since). No claim until the next due job (the caller asks when that is), a retry
+    // this worker stores, a wake-up, or the poll interval.
+    let idle = c.short.then(|| Idle {
+        until: Instant::now() + poll,
+        blocked: false,
+    });
+    (idle, c.short)
 }
 
 /// Gives a claimed job back untouched: available now, its attempt refunded.
@@ -482,6 +557,30 @@ mod tests {
             p.target();
         }
         assert_eq!(p.target(), 32);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_loop_wakes_at_the_next_due_time_or_claims_at_once() {
+        let at = Instant::now();
+        let poll = Duration::from_secs(1);
+        let idle = Idle {
+            until: at + poll,
+            blocked: false,
+        };
+        // Due in 250 ms: the deadline moves to then (not the poll's), exactly.
+        let i = wake_at(idle, 10_250, 10_000, at, poll, false).unwrap();
+        assert_eq!(i.until - at, Duration::from_millis(250));
+        assert!(!i.blocked);
+        // Due after the current deadline: the deadline stays.
+        assert_eq!(wake_at(idle, 15_000, 10_000, at, poll, true), Some(idle));
+        // Already due: a stored retry is claimed at once...
+        assert_eq!(wake_at(idle, 9_990, 10_000, at, poll, false), None);
+        // ...but when the store's first job in claim order is due and the claim just came back
+        // short, it is blocked (an ordering key's head runs, a key is at its limit): look again
+        // when a job ends, or in 50 ms.
+        let b = wake_at(idle, 10_000, 10_000, at, poll, true).unwrap();
+        assert!(b.blocked);
+        assert_eq!(b.until - at, Duration::from_millis(50));
     }
 
     #[tokio::test(start_paused = true)]

@@ -27,6 +27,7 @@ both!(
     a_prefetched_job_kept_half_its_lease_is_released,
     a_kept_job_is_cancelled_by_its_process_and_never_runs,
     a_backlog_of_short_jobs_is_claimed_beyond_prefetch_each_once,
+    a_limited_keys_job_starts_ahead_of_the_kept_backlog,
 );
 
 /// Prefetch is on by default: a job kept at hand has not started, so `cancel` in the worker's
@@ -209,4 +210,58 @@ async fn a_backlog_of_short_jobs_is_claimed_beyond_prefetch_each_once(db: Db) {
     assert_eq!(ran.len() as u64, n);
     let stats = jobs.stats().await.unwrap();
     assert_eq!((stats.running, stats.available), (0, 0), "{stats:?}");
+}
+
+/// A job claimed under a key's limits (its room, its rate, spent at the claim) starts at the
+/// next free slot, ahead of the jobs kept at hand: behind them, a rate that held at the claims
+/// did not hold at the starts.
+async fn a_limited_keys_job_starts_ahead_of_the_kept_backlog(db: Db) {
+    let ran = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let (r, rel) = (ran.clone(), release.clone());
+    let jobs = Jobs::builder()
+        .handler(handler("hold", move |_ctx: JobContext, name: String| {
+            let (r, rel) = (r.clone(), rel.clone());
+            async move {
+                r.lock().unwrap().push(name);
+                rel.acquire().await.unwrap().forget();
+                Ok::<(), ErrorClass>(())
+            }
+        }))
+        .connect_with(db.opts.clone())
+        .await
+        .unwrap();
+    jobs.set_limits(
+        "api",
+        steadfast_jobs::KeyLimits::new().rate(5, Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    for n in 0..6 {
+        jobs.queue("hold", &format!("free-{n}"), JobOptions::new())
+            .await
+            .unwrap();
+    }
+    // One slot: free-0 runs, the other five are kept at hand.
+    let handle = jobs
+        .worker(WorkerConfig::new().concurrency(1))
+        .start()
+        .unwrap();
+    wait_until("1 running and 5 kept", async || {
+        ran.lock().unwrap().len() == 1 && jobs.stats().await.unwrap().running == 6
+    })
+    .await;
+    jobs.queue("hold", &"limited", JobOptions::new().limit_key("api"))
+        .await
+        .unwrap();
+    wait_until("the limited job claimed", async || {
+        jobs.stats().await.unwrap().running == 7
+    })
+    .await;
+    release.add_permits(100);
+    wait_until("all done", async || jobs.stats().await.unwrap().done == 7).await;
+    handle.shutdown().await.unwrap();
+    let ran = ran.lock().unwrap().clone();
+    assert_eq!(ran[..2], ["free-0", "limited"], "{ran:?}");
+    assert_eq!(ran.len(), 7);
 }

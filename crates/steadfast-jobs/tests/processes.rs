@@ -291,27 +291,38 @@ async fn key_limits_hold_across_four_processes(db: Db) {
         "several processes ran them"
     );
     // 5 per second, a burst of 5: 15 starts take at least 2 s, and no span of T holds more
-    // than 5 x (1 + T / 1 s) starts.
-    let mut starts: Vec<i64> = sqlx::query(
-        "SELECT s.start_ms FROM testbed_spans s JOIN steadfast_jobs j ON j.id = s.job \
-         WHERE j.limit_key = 'search' ORDER BY s.start_ms",
+    // than 5 x (1 + T / 1 s) starts. Read at the claims, which the rate governs: every job ran
+    // on its first attempt (below), whose claim time is `first_attempt_at`, on the clock the
+    // rate was computed with. A handler starts after its claim by however long its process
+    // takes to get to it (a slot to free, the CPU under load): read at the handlers, this
+    // failed 1 run in 5 under the whole suite's load ("7 starts in 152 ms", more than any
+    // 152 ms of claims at this rate holds), so the handlers' starts are only checked to come
+    // after their claims.
+    let spans: Vec<(i64, i64)> = sqlx::query(
+        "SELECT j.first_attempt_at, s.start_ms FROM testbed_spans s JOIN steadfast_jobs j ON j.id = s.job \
+         WHERE j.limit_key = 'search'",
     )
     .fetch_all(jobs.store().pool())
     .await
     .unwrap()
     .iter()
-    .map(|r| r.try_get(0).unwrap())
+    .map(|r| (r.try_get(0).unwrap(), r.try_get(1).unwrap()))
     .collect();
+    assert_eq!(spans.len(), 15);
+    assert!(
+        spans.iter().all(|(claim, start)| start >= claim),
+        "{spans:?}"
+    );
+    let mut starts: Vec<i64> = spans.iter().map(|s| s.0).collect();
     starts.sort();
     let spread = starts[14] - starts[0];
-    // Measured at the handler, which starts a few ms after its claim (what the rate governs).
-    assert!(spread >= 1_800, "15 starts at 5/s took {spread} ms");
+    assert!(spread >= 1_800, "15 claims at 5/s took {spread} ms");
     for (i, s) in starts.iter().enumerate() {
         for (j, e) in starts.iter().enumerate().skip(i) {
             let allowed = 5.0 * (1.0 + (e - s) as f64 / 1000.0) + 1.0;
             assert!(
                 ((j - i + 1) as f64) <= allowed,
-                "{} starts in {} ms",
+                "{} claims in {} ms",
                 j - i + 1,
                 e - s
             );
@@ -327,6 +338,6 @@ async fn key_limits_hold_across_four_processes(db: Db) {
     .await;
     assert_eq!(silent, 1, "no attempt spent waiting for room");
     eprintln!(
-        "key limits across 4 processes: tenant-a max {a} (3), tenant-b max {b} (1), search 15 starts over {spread} ms (5/s)"
+        "key limits across 4 processes: tenant-a max {a} (3), tenant-b max {b} (1), search 15 claims over {spread} ms (5/s)"
     );
 }
