@@ -36,6 +36,7 @@
 //! To add rules, build a [`Sanitizer`] from the built-in table plus your own.
 
 mod entropy;
+mod gate;
 mod generic;
 mod json;
 mod places;

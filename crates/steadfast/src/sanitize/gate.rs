@@ -1,0 +1,638 @@
+//! A gate in front of the one big automaton: cheap *triggers*, one of which stands in or near
+//! every match of every built-in and generic rule, so that the automaton only runs on the
+//! regions around them. Most text has no trigger at all, and the scan then costs this file's
+//! one pass over the bytes (a table lookup per byte and a SIMD literal search) instead of the
+//! automaton's, whose tables no longer fit in the first-level cache.
+//!
+//! Exactness does not depend on the triggers being rare, only on them being *complete*: every
+//! position where some rule matches lies in the window of a trigger, and some match at that
+//! position ends inside the window. A window runs from [`K_BACK`] whitespace/non-whitespace
+//! boundaries before its trigger to [`K_FWD`] boundaries (and at least [`MIN_FWD`] bytes) after
+//! it, then on to the end of that line; overlapping windows merge into regions. The scan then
+//! searches each region (the search still sees the bytes around it for `\b` and `^`), and a
+//! match found there is searched again, anchored at its start, over the whole text, so the
+//! result is the one the ungated scan finds (leftmost start, then rule priority).
+//!
+//! The triggers, by the rules they stand for:
+//!
+//! - credential words (`pass`, `pwd`, `secret`, `token`, `key`, `auth`, `cred`, `psk`,
+//!   `cookie`, `eyJ`, …) anywhere, the credential words of twelve other languages, and auth
+//!   schemes and command heads before a space (`bearer `, `bot `, `login `, `echo `, …): one
+//!   SIMD multi-literal search (Teddy) over the text with ASCII letters lowercased and
+//!   whitespace made a space;
+//! - `=`; `%3A%2F%2F`; a `:` before `//`, a port and `:`, `$`, `{`, `*`, ten password bytes, a
+//!   vendor header's value, or after `/user` or a key name of the weak kind (`sid`, `sig`,
+//!   `otp`, `sas`, `sess…`, `dsn`, `conn…`); a `.` between digits (addresses, versions);
+//!   `----`, a short flag after a space, `Private-Lines:`, an `sk-`/`tok_`-like key shape; a
+//!   `/` between spaces or in a base64 run that an `A` starts; `(` before a quote; `<` before a
+//!   weak key name; a line that starts a stack frame or a traceback;
+//! - a run of 16 token bytes (`[A-Za-z0-9_-]`): every provider format, random runs, path
+//!   segments, dotted and structured tokens, id/secret pairs.
+//!
+//! The claims (`version 10.2.3.4`, `partition_key=…`) ride on the same triggers (a `.` between
+//! digits, the word `key`).
+
+use std::collections::VecDeque;
+
+use aho_corasick::packed;
+
+/// Whitespace/non-whitespace boundaries a window reaches back over: a value and three words of
+/// prose before a credential word of another language (`<value> ist der geheime Schlüssel`)
+/// with the separator before it, and more.
+const K_BACK: usize = 12;
+/// Boundaries a window reaches forward over: `mc alias set <name> <url> <key> <secret>`, a
+/// credential word, an assignment over several lines, a value.
+const K_FWD: usize = 18;
+/// Bytes a window reaches forward at least (a login call's three quoted arguments).
+const MIN_FWD: usize = 320;
+
+/// Credential words and heads that stand anywhere (inside identifiers too), lowercased.
+const WORDS: &[&str] = &[
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "auth",
+    "cred",
+    "psk",
+    "eyj",
+    "eyi",
+    "xox",
+    "xapp",
+    "cookie",
+    "rabbitmq", // Other languages, written in ASCII.
+    "clave",
+    "senha",
+    "chave",
+    "kennwort",
+    "zugangsdaten",
+    "geheimnis",
+    "jeton",
+    "parola",
+    "chiave",
+    "anahtar",
+    "wachtwoord",
+    "sleutel",
+    "klucz",
+    "belirte",
+    // Schemes and command heads, before whitespace (made a space).
+    "bearer ",
+    "basic ",
+    "digest ",
+    "ssws ",
+    "splunk ",
+    "bot ",
+    "hmac ",
+    "jwt ",
+    "flyv1 ",
+    "negotiate ",
+    "ntlm ",
+    "pat ",
+    "plain ",
+    "login ",
+    "echo ",
+    "mc ",
+    "identified ",
+];
+
+/// Credential words of other languages with non-ASCII letters (searched only in text that has
+/// non-ASCII bytes), ASCII letters lowercased.
+const FOREIGN: &[&str] = &[
+    "contraseña",
+    "schlüssel",
+    "clé",
+    "пароль",
+    "Пароль",
+    "ПАРОЛЬ",
+    "ключ",
+    "Ключ",
+    "токен",
+    "Токен",
+    "секрет",
+    "Секрет",
+    "パスワード",
+    "暗証番号",
+    "キー",
+    "秘密鍵",
+    "トークン",
+    "シークレット",
+    "密码",
+    "密钥",
+    "秘钥",
+    "令牌",
+    "口令",
+    "密碼",
+    "金鑰",
+    "비밀번호",
+    "암호",
+    "키",
+    "토큰",
+    "şifre",
+    "Şifre",
+    "hasł",
+];
+
+/// Key names that take a value only after an assignment (`sid: …`, `<dsn>…`): looked for
+/// before a `:` and after a `<` rather than everywhere (`inside`, `design`).
+const WEAK: &[&[u8]] = &[b"sid", b"sig", b"otp", b"sas", b"sess", b"dsn", b"conn"];
+
+/// A token byte (`[A-Za-z0-9_-]`).
+fn is_tok(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// `\s` of the patterns (ASCII): space, `\t`, `\n`, `\v`, `\f`, `\r`.
+fn ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+fn is_boundary(hay: &[u8], j: usize) -> bool {
+    j > 0 && j < hay.len() && ws(hay[j - 1]) != ws(hay[j])
+}
+
+/// The trigger searchers, built once per sanitizer.
+pub(super) struct Gate {
+    words: packed::Searcher,
+    foreign: packed::Searcher,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Gate")
+    }
+}
+
+impl Gate {
+    pub(super) fn new() -> Gate {
+        let searcher = |set: &[&str]| {
+            let mut c = packed::Config::new();
+            c.heuristic_pattern_limits(false);
+            c.builder()
+                .extend(set.iter().map(|w| w.as_bytes()))
+                .build()
+                .expect("a literal searcher for the triggers")
+        };
+        Gate {
+            words: searcher(WORDS),
+            foreign: searcher(FOREIGN),
+        }
+    }
+
+    /// The regions of `hay` the automaton must search, in order, disjoint: every position where
+    /// a rule matches is in one, with a match that ends inside it.
+    pub(super) fn regions(&self, hay: &[u8]) -> Vec<(usize, usize)> {
+        let mut low = vec![0u8; hay.len()];
+        let mut triggers: Vec<(usize, bool)> = Vec::new();
+        if line_start(hay, 0) {
+            triggers.push((0, false));
+        }
+        // 64 bytes at a time: the lowercased copy, and bit masks of the bytes to look at and of
+        // token bytes (plain loops the compiler turns into SIMD compares).
+        let mut block = [0u8; 64];
+        let mut lowered = [0u8; 64];
+        let mut tail_run = 0usize;
+        for (n, (chunk, out)) in hay.chunks(64).zip(low.chunks_mut(64)).enumerate() {
+            let base = n * 64;
+            let (trig, tok) = if chunk.len() == 64 {
+                classify(
+                    chunk.try_into().expect("a full block"),
+                    out.try_into().expect("a full block"),
+                )
+            } else {
+                // The last, short block: zero-padded (a zero is no token and no trigger).
+                block[..chunk.len()].copy_from_slice(chunk);
+                block[chunk.len()..].fill(0);
+                let r = classify(&block, &mut lowered);
+                out.copy_from_slice(&lowered[..out.len()]);
+                r
+            };
+            // Runs of 16 token bytes: one crossing in from the blocks before, and the ones that
+            // start inside this block (bit k of `d` is set when bits k..k+16 all are).
+            let leading = tok.trailing_ones() as usize;
+            if tail_run > 0 && tail_run < 16 && tail_run + leading >= 16 {
+                triggers.push((base - tail_run, false));
+            }
+            let a = tok & (tok >> 1);
+            let b = a & (a >> 2);
+            let c = b & (b >> 4);
+            let d = c & (c >> 8);
+            let mut starts = d & !((tok << 1) | u64::from(tail_run > 0));
+            while starts != 0 {
+                triggers.push((base + starts.trailing_zeros() as usize, false));
+                starts &= starts - 1;
+            }
+            tail_run = if tok == u64::MAX {
+                tail_run + 64
+            } else {
+                tok.leading_ones() as usize
+            };
+            let mut trig = trig;
+            while trig != 0 {
+                let i = base + trig.trailing_zeros() as usize;
+                trig &= trig - 1;
+                if confirm(hay, i) {
+                    triggers.push((i, false));
+                }
+            }
+        }
+        let mut find_all = |searcher: &packed::Searcher, markup: bool| {
+            let mut pos = 0;
+            while let Some(m) = searcher.find_in(&low, aho_corasick::Span::from(pos..low.len())) {
+                triggers.push((m.start(), markup && after_angle(hay, m.start())));
+                pos = m.start() + 1;
+            }
+        };
+        find_all(&self.words, true);
+        if !hay.is_ascii() {
+            find_all(&self.foreign, false);
+        }
+        if triggers.is_empty() {
+            return Vec::new();
+        }
+        triggers.sort_unstable();
+        triggers.dedup();
+        let mut w = Walker::default();
+        let mut windows: Vec<(usize, usize)> = triggers
+            .iter()
+            .map(|&(t, markup)| w.window(hay, t, markup))
+            .collect();
+        windows.sort_unstable();
+        let mut regions: Vec<(usize, usize)> = Vec::with_capacity(windows.len());
+        for (s, e) in windows {
+            match regions.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => regions.push((s, e)),
+            }
+        }
+        regions
+    }
+}
+
+/// One block of 64 bytes: its lowercased copy with whitespace made a space, and as bit masks
+/// the bytes to look at more closely and the token bytes (`[A-Za-z0-9_-]`).
+#[cfg(target_arch = "x86_64")]
+#[allow(unused_unsafe)]
+fn classify(block: &[u8; 64], low: &mut [u8; 64]) -> (u64, u64) {
+    // SSE2 is part of every x86_64 target: 16 bytes per compare, `movemask` for the bits.
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_andnot_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8,
+        _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8, _mm_storeu_si128, _mm_sub_epi8,
+    };
+    let mut trig = 0u64;
+    let mut tok = 0u64;
+    for q in 0..4 {
+        // SAFETY: SSE2 is always available on x86_64; the loads and stores are unaligned ones
+        // of 16 bytes inside the two 64-byte arrays.
+        unsafe {
+            let x = _mm_loadu_si128(block.as_ptr().add(16 * q).cast::<__m128i>());
+            let eq = |c: u8| _mm_cmpeq_epi8(x, _mm_set1_epi8(c as i8));
+            // `v - lo` as unsigned is below `n` exactly when v is in lo..lo + n.
+            let within = |v: __m128i, lo: u8, n: u8| {
+                let d = _mm_sub_epi8(v, _mm_set1_epi8(lo as i8));
+                _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8((n - 1) as i8)), d)
+            };
+            let folded = _mm_or_si128(x, _mm_set1_epi8(0x20));
+            let t = _mm_or_si128(
+                _mm_or_si128(within(folded, b'a', 26), within(x, b'0', 10)),
+                _mm_or_si128(eq(b'_'), eq(b'-')),
+            );
+            let g = _mm_or_si128(
+                _mm_or_si128(
+                    _mm_or_si128(
+                        _mm_or_si128(eq(b'='), eq(b'%')),
+                        _mm_or_si128(eq(b':'), eq(b'.')),
+                    ),
+                    _mm_or_si128(
+                        _mm_or_si128(eq(b'-'), eq(b'_')),
+                        _mm_or_si128(eq(b'/'), eq(b'+')),
+                    ),
+                ),
+                _mm_or_si128(_mm_or_si128(eq(b'('), eq(b'<')), eq(b'\n')),
+            );
+            let upper = within(x, b'A', 26);
+            let space = _mm_or_si128(within(x, 9, 5), eq(b' '));
+            let lowered = _mm_or_si128(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)));
+            let out = _mm_or_si128(
+                _mm_and_si128(space, _mm_set1_epi8(b' ' as i8)),
+                _mm_andnot_si128(space, lowered),
+            );
+            _mm_storeu_si128(low.as_mut_ptr().add(16 * q).cast::<__m128i>(), out);
+            tok |= u64::from(_mm_movemask_epi8(t) as u16) << (16 * q);
+            trig |= u64::from(_mm_movemask_epi8(g) as u16) << (16 * q);
+        }
+    }
+    (trig, tok)
+}
+
+/// One block of 64 bytes (see the x86_64 version), a byte at a time.
+#[cfg(not(target_arch = "x86_64"))]
+fn classify(block: &[u8; 64], low: &mut [u8; 64]) -> (u64, u64) {
+    let mut trig = 0u64;
+    let mut tok = 0u64;
+    for (k, &b) in block.iter().enumerate() {
+        tok |= u64::from(is_tok(b)) << k;
+        let g = matches!(
+            b,
+            b'=' | b'%' | b':' | b'.' | b'-' | b'_' | b'/' | b'+' | b'(' | b'<' | b'\n'
+        );
+        trig |= u64::from(g) << k;
+        low[k] = if ws(b) { b' ' } else { b.to_ascii_lowercase() };
+    }
+    (trig, tok)
+}
+
+/// Window bounds, computed for triggers in increasing order; each byte is walked over at most
+/// once backwards and once forwards, whatever the triggers.
+#[derive(Default)]
+struct Walker {
+    /// The last trigger, and the boundaries at or before it, nearest first (up to `K_BACK`).
+    prev: usize,
+    back: [usize; K_BACK],
+    back_len: usize,
+    /// Boundaries after the last trigger found so far, and where the walk stopped.
+    fwd: VecDeque<usize>,
+    frontier: usize,
+    /// The last newline search (monotone): from, found.
+    nl: Option<(usize, Option<usize>)>,
+    /// The last `<` search (monotone): from, found.
+    lt: Option<(usize, Option<usize>)>,
+}
+
+impl Walker {
+    fn window(&mut self, hay: &[u8], t: usize, markup: bool) -> (usize, usize) {
+        // Back: the K_BACK-th boundary at or before t.
+        let mut found = [0usize; K_BACK];
+        let mut n = 0;
+        let mut j = t;
+        let floor = self.prev.min(t);
+        while j > floor && n < K_BACK {
+            if is_boundary(hay, j) {
+                found[n] = j;
+                n += 1;
+            }
+            j -= 1;
+        }
+        if n < K_BACK && j == floor {
+            // The boundaries at or before the last trigger were found by its walk.
+            for &b in &self.back[..self.back_len] {
+                if n == K_BACK {
+                    break;
+                }
+                found[n] = b;
+                n += 1;
+            }
+        }
+        let s = if n == K_BACK { found[K_BACK - 1] } else { 0 };
+        self.prev = t;
+        self.back = found;
+        self.back_len = n;
+        // Forward: the K_FWD-th boundary after t, at least MIN_FWD bytes on, then the line's end.
+        while self.fwd.front().is_some_and(|&b| b <= t) {
+            self.fwd.pop_front();
+        }
+        if self.frontier <= t {
+            self.frontier = t + 1;
+        }
+        while self.fwd.len() < K_FWD && self.frontier < hay.len() {
+            if is_boundary(hay, self.frontier) {
+                self.fwd.push_back(self.frontier);
+            }
+            self.frontier += 1;
+        }
+        let seg = self.fwd.get(K_FWD - 1).copied().unwrap_or(hay.len());
+        let from = seg.max(t + MIN_FWD).min(hay.len());
+        let mut e = next(hay, b'\n', from, &mut self.nl).map_or(hay.len(), |n| n + 1);
+        if markup {
+            // `<password>a value with spaces</password>`, `<secret a="…" b="…">value<`: on to the
+            // next `<`.
+            let lt = next(hay, b'<', t, &mut self.lt).map_or(hay.len(), |n| n + 2);
+            e = e.max(lt);
+        }
+        (s, e.min(hay.len()))
+    }
+}
+
+/// The first `byte` at or after `from`, for `from` that never decreases between calls: the
+/// last search's start and result are kept.
+fn next(
+    hay: &[u8],
+    byte: u8,
+    from: usize,
+    memo: &mut Option<(usize, Option<usize>)>,
+) -> Option<usize> {
+    if let Some((last_from, found)) = *memo
+        && from >= last_from
+    {
+        match found {
+            None => return None,
+            Some(f) if from <= f => return Some(f),
+            Some(_) => {}
+        }
+    }
+    let found = memchr::memchr(byte, hay.get(from..).unwrap_or(&[])).map(|i| from + i);
+    *memo = Some((from, found));
+    found
+}
+
+/// Whether a key word of markup is an element's name (`<db_password>`): the credential word is
+/// in an identifier right after a `<`.
+fn after_angle(hay: &[u8], t: usize) -> bool {
+    let mut j = t;
+    let floor = t.saturating_sub(128);
+    while j > floor && (hay[j - 1].is_ascii_alphanumeric() || b"_.-:".contains(&hay[j - 1])) {
+        j -= 1;
+    }
+    j == floor && j > 0 || (j > 0 && hay[j - 1] == b'<')
+}
+
+/// Whether the byte at `i` (one `classify` flags) is a trigger.
+fn confirm(hay: &[u8], i: usize) -> bool {
+    match hay[i] {
+        b'=' => true,
+        b'%' => hay[i..].len() >= 9 && hay[i..i + 9].eq_ignore_ascii_case(b"%3a%2f%2f"),
+        b':' => colon(hay, i),
+        b'.' => {
+            i > 0 && hay[i - 1].is_ascii_digit() && hay.get(i + 1).is_some_and(u8::is_ascii_digit)
+        }
+        b'-' | b'_' => dash(hay, i),
+        b'/' | b'+' => slash(hay, i),
+        b'(' => {
+            let rest = &hay[i + 1..];
+            let k = rest.iter().take(64).take_while(|b| ws(**b)).count();
+            k == 64 || matches!(rest.get(k), Some(b'"' | b'\''))
+        }
+        b'<' => {
+            let rest = &hay[i + 1..];
+            let n = rest
+                .iter()
+                .take(128)
+                .take_while(|b| b.is_ascii_alphanumeric() || b"_.-".contains(b))
+                .count();
+            n == 128 || has_weak(&rest[..n])
+        }
+        b'\n' => line_start(hay, i + 1),
+        _ => false,
+    }
+}
+
+fn has_weak(ident: &[u8]) -> bool {
+    (0..ident.len()).any(|k| {
+        matches!(ident[k] | 0x20, b's' | b'o' | b'd' | b'c')
+            && WEAK.iter().any(|w| {
+                ident.len() - k >= w.len() && ident[k..k + w.len()].eq_ignore_ascii_case(w)
+            })
+    })
+}
+
+/// A line that starts a stack frame, a traceback or a Rust backtrace.
+fn line_start(hay: &[u8], j: usize) -> bool {
+    let k = j + hay[j.min(hay.len())..]
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t'))
+        .count();
+    let rest = &hay[k.min(hay.len())..];
+    let indented = k > j;
+    (indented && (rest.starts_with(b"at ") || rest.first().is_some_and(u8::is_ascii_digit)))
+        || rest.starts_with(b"Traceback (")
+        || rest.starts_with(b"File \"")
+        || (!indented && rest.starts_with(b"stack backtrace:"))
+}
+
+/// Bytes of a `user:password` password (`[^\s:@/"'`<>()\[\]{},;|\\]`).
+static PASSWORD: [bool; 256] = {
+    let mut t = [true; 256];
+    let not = b" \t\n\x0b\x0c\r:@/\"'`<>()[]{},;|\\";
+    let mut k = 0;
+    while k < not.len() {
+        t[not[k] as usize] = false;
+        k += 1;
+    }
+    t
+};
+
+/// After a `:`: a URL's `//`, `$`/`{SHA}` (htpasswd), `*` or a port and another `:` (.pgpass),
+/// `AA` (a bot token), ten password bytes (`user:password`), a vendor header's long value, or
+/// after `/user` or a weak key name.
+fn colon(hay: &[u8], i: usize) -> bool {
+    let rest = &hay[i + 1..];
+    if rest.starts_with(b"//") || rest.starts_with(b"AA") {
+        return true;
+    }
+    if matches!(rest.first(), Some(b'$' | b'{' | b'*')) {
+        return true;
+    }
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits > 0 && rest.get(digits) == Some(&b':') {
+        return true;
+    }
+    if rest.len() >= 10 && rest[..10].iter().all(|b| PASSWORD[*b as usize]) {
+        return true;
+    }
+    let mut j = rest
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t'))
+        .count();
+    if matches!(rest.get(j), Some(b'"' | b'\'')) {
+        j += 1;
+    }
+    let vendor = |b: &u8| b.is_ascii_alphanumeric() || b"+/_=.~-".contains(b);
+    if rest.len() >= j + 20 && rest[j..j + 20].iter().all(vendor) && dashed_name(hay, i) {
+        return true;
+    }
+    if i >= 5 && hay[i - 5..i].eq_ignore_ascii_case(b"/user") {
+        return true;
+    }
+    // A weak key name before it: whitespace, quotes, then the identifier.
+    let mut k = i;
+    let floor = i.saturating_sub(256);
+    while k > floor && (ws(hay[k - 1]) || matches!(hay[k - 1], b'"' | b'\'' | b'\\')) {
+        k -= 1;
+    }
+    let end = k;
+    while k > floor && (hay[k - 1].is_ascii_alphanumeric() || b"_.-".contains(&hay[k - 1])) {
+        k -= 1;
+    }
+    k == floor && floor > 0 || has_weak(&hay[k..end])
+}
+
+/// Whether a header name with a `-` in it (`X-Vendor-Key`) ends at the `:` at `i` (after an
+/// optional quote and spaces).
+fn dashed_name(hay: &[u8], i: usize) -> bool {
+    let mut k = i;
+    while k > 0 && matches!(hay[k - 1], b' ' | b'\t') {
+        k -= 1;
+    }
+    if k > 0 && matches!(hay[k - 1], b'"' | b'\'') {
+        k -= 1;
+    }
+    let end = k;
+    let floor = k.saturating_sub(256);
+    while k > floor && (hay[k - 1].is_ascii_alphanumeric() || hay[k - 1] == b'-') {
+        k -= 1;
+    }
+    (k == floor && floor > 0) || hay[k..end].contains(&b'-')
+}
+
+/// `-`/`_`: PEM and other armor (`----`), a short flag after a space (`-p`, `--user`),
+/// `Private-Lines:`, or a key shape (`sk-…`, `tok_…`) with eight token bytes after it.
+fn dash(hay: &[u8], i: usize) -> bool {
+    if hay[i] == b'-' {
+        if hay[i..].starts_with(b"----") || hay[i + 1..].starts_with(b"Lines:") {
+            return true;
+        }
+        let after_space = i == 0 || ws(hay[i - 1]);
+        if after_space
+            && matches!(
+                hay.get(i + 1),
+                Some(b'-' | b'p' | b'P' | b'a' | b'w' | b'k' | b'N' | b'u' | b'U')
+            )
+        {
+            return true;
+        }
+    }
+    let mut k = i;
+    while k > 0 && i - k < 8 && hay[k - 1].is_ascii_alphanumeric() {
+        k -= 1;
+    }
+    let word = &hay[k..i];
+    let shape = [
+        &b"sk"[..],
+        b"pk",
+        b"rk",
+        b"api",
+        b"key",
+        b"token",
+        b"secret",
+        b"tok",
+    ]
+    .iter()
+    .any(|w| word.eq_ignore_ascii_case(w));
+    shape && hay[i + 1..].iter().take(8).filter(|b| is_tok(**b)).count() == 8
+}
+
+/// `/` or `+`: `user / password`, or a base64 run that an `A` starts at a word boundary with
+/// fifteen more run bytes after it (SASL PLAIN).
+fn slash(hay: &[u8], i: usize) -> bool {
+    if hay[i] == b'/' && (i == 0 || ws(hay[i - 1])) && hay.get(i + 1).is_some_and(|b| ws(*b)) {
+        return true;
+    }
+    // The `A` is within 16 bytes before or right after (a quick SIMD look first).
+    let near = &hay[i.saturating_sub(16)..(i + 2).min(hay.len())];
+    if memchr::memchr(b'A', near).is_none() {
+        return false;
+    }
+    let b64 = |b: u8| b.is_ascii_alphanumeric() || b == b'+' || b == b'/';
+    let mut s = i;
+    while s > 0 && i - s < 256 && b64(hay[s - 1]) {
+        s -= 1;
+    }
+    let mut e = i + 1;
+    while e < hay.len() && e - i < 256 && b64(hay[e]) {
+        e += 1;
+    }
+    if i - s == 256 || e - i == 256 {
+        return true;
+    }
+    (s..e).any(|j| hay[j] == b'A' && (j == s || matches!(hay[j - 1], b'/' | b'+')) && e - j >= 16)
+}
