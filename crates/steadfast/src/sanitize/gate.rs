@@ -43,10 +43,18 @@ const K_BACK: usize = 12;
 /// Boundaries a window reaches forward over: `mc alias set <name> <url> <key> <secret>`, a
 /// credential word, an assignment over several lines, a value.
 const K_FWD: usize = 18;
-/// Bytes a window reaches forward at least (a login call's three quoted arguments).
-const MIN_FWD: usize = 320;
+/// Bytes a window reaches past the end of its trigger's word at least (attributes before a
+/// markup value, `name="ApiSecret" … value="…"`).
+const MIN_FWD: usize = 128;
+/// Bytes a window reaches past a `(` at least (a login call's three quoted arguments).
+const MIN_CALL: usize = 320;
+/// The words of key names at the head of [`WORDS`].
+const KEY_NAMES: usize = 10;
 
-/// Credential words and heads that stand anywhere (inside identifiers too), lowercased.
+/// Credential words and heads, lowercased: first the words of key names (before an ASCII byte
+/// or a quote of another language, see [`word_goes_on`]), then token heads and credential
+/// words of other languages that stand anywhere, then schemes and command heads before
+/// whitespace (made a space).
 const WORDS: &[&str] = &[
     "pass",
     "pwd",
@@ -56,12 +64,13 @@ const WORDS: &[&str] = &[
     "auth",
     "cred",
     "psk",
+    "cookie",
+    "rabbitmq",
+    // Token heads (`eyJ…`, `xoxb-…`): a match may end right after them.
     "eyj",
     "eyi",
     "xox",
-    "xapp",
-    "cookie",
-    "rabbitmq", // Other languages, written in ASCII.
+    "xapp", // Other languages, written in ASCII.
     "clave",
     "senha",
     "chave",
@@ -155,6 +164,8 @@ fn is_boundary(hay: &[u8], j: usize) -> bool {
 pub(super) struct Gate {
     words: packed::Searcher,
     foreign: packed::Searcher,
+    /// Whether the CPU has AVX2 (x86_64): the byte classes are then found 32 bytes at a time.
+    avx2: bool,
 }
 
 impl std::fmt::Debug for Gate {
@@ -176,6 +187,10 @@ impl Gate {
         Gate {
             words: searcher(WORDS),
             foreign: searcher(FOREIGN),
+            #[cfg(target_arch = "x86_64")]
+            avx2: std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            avx2: false,
         }
     }
 
@@ -194,19 +209,21 @@ impl Gate {
         let mut tail_run = 0usize;
         for (n, (chunk, out)) in hay.chunks(64).zip(low.chunks_mut(64)).enumerate() {
             let base = n * 64;
-            let (trig, tok) = if chunk.len() == 64 {
+            let masks = if chunk.len() == 64 {
                 classify(
                     chunk.try_into().expect("a full block"),
                     out.try_into().expect("a full block"),
+                    self.avx2,
                 )
             } else {
                 // The last, short block: zero-padded (a zero is no token and no trigger).
                 block[..chunk.len()].copy_from_slice(chunk);
                 block[chunk.len()..].fill(0);
-                let r = classify(&block, &mut lowered);
+                let r = classify(&block, &mut lowered, self.avx2);
                 out.copy_from_slice(&lowered[..out.len()]);
                 r
             };
+            let (trig, tok) = (masks.candidates(), masks.tok);
             // Runs of 16 token bytes: one crossing in from the blocks before, and the ones that
             // start inside this block (bit k of `d` is set when bits k..k+16 all are).
             let leading = tok.trailing_ones() as usize;
@@ -236,16 +253,27 @@ impl Gate {
                 }
             }
         }
-        let mut find_all = |searcher: &packed::Searcher, markup: bool| {
+        let mut pos = 0;
+        while let Some(m) = self
+            .words
+            .find_in(&low, aho_corasick::Span::from(pos..low.len()))
+        {
+            let t = m.start();
+            pos = t + 1;
+            if m.pattern().as_usize() < KEY_NAMES && !word_goes_on(hay, t) {
+                continue;
+            }
+            triggers.push((t, after_angle(hay, t)));
+        }
+        if !hay.is_ascii() {
             let mut pos = 0;
-            while let Some(m) = searcher.find_in(&low, aho_corasick::Span::from(pos..low.len())) {
-                triggers.push((m.start(), markup && after_angle(hay, m.start())));
+            while let Some(m) = self
+                .foreign
+                .find_in(&low, aho_corasick::Span::from(pos..low.len()))
+            {
+                triggers.push((m.start(), false));
                 pos = m.start() + 1;
             }
-        };
-        find_all(&self.words, true);
-        if !hay.is_ascii() {
-            find_all(&self.foreign, false);
         }
         if triggers.is_empty() {
             return Vec::new();
@@ -269,77 +297,175 @@ impl Gate {
     }
 }
 
-/// One block of 64 bytes: its lowercased copy with whitespace made a space, and as bit masks
-/// the bytes to look at more closely and the token bytes (`[A-Za-z0-9_-]`).
+/// Bit masks of one block of 64 bytes, one bit a byte.
+#[derive(Default, Clone, Copy)]
+struct Masks {
+    /// `=`, `%`, `:`, `-`, `_`, `/`, `+`, `<`: looked at by [`confirm`] whatever surrounds them.
+    rare: u64,
+    dot: u64,
+    paren: u64,
+    newline: u64,
+    digit: u64,
+    /// Quotes and whitespace (what follows a login call's `(`).
+    quote_space: u64,
+    /// What a stack frame's or traceback's line starts with: ` `, `\t`, `T`, `F`, `s`.
+    head: u64,
+    /// Token bytes (`[A-Za-z0-9_-]`).
+    tok: u64,
+}
+
+impl Masks {
+    /// The bytes [`confirm`] is asked about: a `.` between digits, a `(` before a quote or a
+    /// space, a newline before a line that may start a frame. At the block's edges the
+    /// neighbour is unknown, so the byte is asked about.
+    fn candidates(&self) -> u64 {
+        const LAST: u64 = 1 << 63;
+        self.rare
+            | (self.dot & ((self.digit << 1) | 1) & ((self.digit >> 1) | LAST))
+            | (self.paren & ((self.quote_space >> 1) | LAST))
+            | (self.newline & ((self.head >> 1) | LAST))
+    }
+}
+
+/// One block of 64 bytes: its lowercased copy with whitespace made a space, and its masks.
 #[cfg(target_arch = "x86_64")]
 #[allow(unused_unsafe)]
-fn classify(block: &[u8; 64], low: &mut [u8; 64]) -> (u64, u64) {
+fn classify(block: &[u8; 64], low: &mut [u8; 64], avx2: bool) -> Masks {
+    if avx2 {
+        // SAFETY: `avx2` is true only when the CPU has AVX2 (checked in `Gate::new`).
+        return unsafe { classify_avx2(block, low) };
+    }
     // SSE2 is part of every x86_64 target: 16 bytes per compare, `movemask` for the bits.
     use std::arch::x86_64::{
         __m128i, _mm_and_si128, _mm_andnot_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8,
         _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8, _mm_storeu_si128, _mm_sub_epi8,
     };
-    let mut trig = 0u64;
-    let mut tok = 0u64;
+    let mut m = Masks::default();
     for q in 0..4 {
         // SAFETY: SSE2 is always available on x86_64; the loads and stores are unaligned ones
         // of 16 bytes inside the two 64-byte arrays.
         unsafe {
             let x = _mm_loadu_si128(block.as_ptr().add(16 * q).cast::<__m128i>());
             let eq = |c: u8| _mm_cmpeq_epi8(x, _mm_set1_epi8(c as i8));
+            let or = |a, b| _mm_or_si128(a, b);
             // `v - lo` as unsigned is below `n` exactly when v is in lo..lo + n.
             let within = |v: __m128i, lo: u8, n: u8| {
                 let d = _mm_sub_epi8(v, _mm_set1_epi8(lo as i8));
                 _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8((n - 1) as i8)), d)
             };
-            let folded = _mm_or_si128(x, _mm_set1_epi8(0x20));
-            let t = _mm_or_si128(
-                _mm_or_si128(within(folded, b'a', 26), within(x, b'0', 10)),
-                _mm_or_si128(eq(b'_'), eq(b'-')),
-            );
-            let g = _mm_or_si128(
-                _mm_or_si128(
-                    _mm_or_si128(
-                        _mm_or_si128(eq(b'='), eq(b'%')),
-                        _mm_or_si128(eq(b':'), eq(b'.')),
-                    ),
-                    _mm_or_si128(
-                        _mm_or_si128(eq(b'-'), eq(b'_')),
-                        _mm_or_si128(eq(b'/'), eq(b'+')),
-                    ),
-                ),
-                _mm_or_si128(_mm_or_si128(eq(b'('), eq(b'<')), eq(b'\n')),
-            );
+            let bits = |v| u64::from(_mm_movemask_epi8(v) as u16) << (16 * q);
+            let folded = or(x, _mm_set1_epi8(0x20));
+            let digit = within(x, b'0', 10);
+            let space = or(within(x, 9, 5), eq(b' '));
+            m.tok |= bits(or(
+                or(within(folded, b'a', 26), digit),
+                or(eq(b'_'), eq(b'-')),
+            ));
+            m.rare |= bits(or(
+                or(or(eq(b'='), eq(b'%')), or(eq(b':'), eq(b'-'))),
+                or(or(eq(b'_'), eq(b'/')), or(eq(b'+'), eq(b'<'))),
+            ));
+            m.dot |= bits(eq(b'.'));
+            m.paren |= bits(eq(b'('));
+            m.newline |= bits(eq(b'\n'));
+            m.digit |= bits(digit);
+            m.quote_space |= bits(or(space, or(eq(b'"'), eq(b'\''))));
+            m.head |= bits(or(
+                or(eq(b' '), eq(b'\t')),
+                or(or(eq(b'T'), eq(b'F')), eq(b's')),
+            ));
             let upper = within(x, b'A', 26);
-            let space = _mm_or_si128(within(x, 9, 5), eq(b' '));
-            let lowered = _mm_or_si128(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)));
-            let out = _mm_or_si128(
+            let lowered = or(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)));
+            let out = or(
                 _mm_and_si128(space, _mm_set1_epi8(b' ' as i8)),
                 _mm_andnot_si128(space, lowered),
             );
             _mm_storeu_si128(low.as_mut_ptr().add(16 * q).cast::<__m128i>(), out);
-            tok |= u64::from(_mm_movemask_epi8(t) as u16) << (16 * q);
-            trig |= u64::from(_mm_movemask_epi8(g) as u16) << (16 * q);
         }
     }
-    (trig, tok)
+    m
+}
+
+/// [`classify`] with AVX2: 32 bytes per compare.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unused_unsafe)]
+unsafe fn classify_avx2(block: &[u8; 64], low: &mut [u8; 64]) -> Masks {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_andnot_si256, _mm256_cmpeq_epi8, _mm256_loadu_si256,
+        _mm256_min_epu8, _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
+        _mm256_storeu_si256, _mm256_sub_epi8,
+    };
+    let mut m = Masks::default();
+    for q in 0..2 {
+        // SAFETY: the caller checked for AVX2; the loads and stores are unaligned ones of 32
+        // bytes inside the two 64-byte arrays.
+        unsafe {
+            let x = _mm256_loadu_si256(block.as_ptr().add(32 * q).cast::<__m256i>());
+            let eq = |c: u8| _mm256_cmpeq_epi8(x, _mm256_set1_epi8(c as i8));
+            let or = |a, b| _mm256_or_si256(a, b);
+            let within = |v: __m256i, lo: u8, n: u8| {
+                let d = _mm256_sub_epi8(v, _mm256_set1_epi8(lo as i8));
+                _mm256_cmpeq_epi8(_mm256_min_epu8(d, _mm256_set1_epi8((n - 1) as i8)), d)
+            };
+            let bits = |v| u64::from(_mm256_movemask_epi8(v) as u32) << (32 * q);
+            let folded = or(x, _mm256_set1_epi8(0x20));
+            let digit = within(x, b'0', 10);
+            let space = or(within(x, 9, 5), eq(b' '));
+            m.tok |= bits(or(
+                or(within(folded, b'a', 26), digit),
+                or(eq(b'_'), eq(b'-')),
+            ));
+            m.rare |= bits(or(
+                or(or(eq(b'='), eq(b'%')), or(eq(b':'), eq(b'-'))),
+                or(or(eq(b'_'), eq(b'/')), or(eq(b'+'), eq(b'<'))),
+            ));
+            m.dot |= bits(eq(b'.'));
+            m.paren |= bits(eq(b'('));
+            m.newline |= bits(eq(b'\n'));
+            m.digit |= bits(digit);
+            m.quote_space |= bits(or(space, or(eq(b'"'), eq(b'\''))));
+            m.head |= bits(or(
+                or(eq(b' '), eq(b'\t')),
+                or(or(eq(b'T'), eq(b'F')), eq(b's')),
+            ));
+            let upper = within(x, b'A', 26);
+            let lowered = or(x, _mm256_and_si256(upper, _mm256_set1_epi8(0x20)));
+            let out = or(
+                _mm256_and_si256(space, _mm256_set1_epi8(b' ' as i8)),
+                _mm256_andnot_si256(space, lowered),
+            );
+            _mm256_storeu_si256(low.as_mut_ptr().add(32 * q).cast::<__m256i>(), out);
+        }
+    }
+    m
 }
 
 /// One block of 64 bytes (see the x86_64 version), a byte at a time.
 #[cfg(not(target_arch = "x86_64"))]
-fn classify(block: &[u8; 64], low: &mut [u8; 64]) -> (u64, u64) {
-    let mut trig = 0u64;
-    let mut tok = 0u64;
+fn classify(block: &[u8; 64], low: &mut [u8; 64], _: bool) -> Masks {
+    let mut m = Masks::default();
     for (k, &b) in block.iter().enumerate() {
-        tok |= u64::from(is_tok(b)) << k;
-        let g = matches!(
-            b,
-            b'=' | b'%' | b':' | b'.' | b'-' | b'_' | b'/' | b'+' | b'(' | b'<' | b'\n'
+        let bit = 1u64 << k;
+        let set = |mask: &mut u64, yes: bool| {
+            if yes {
+                *mask |= bit;
+            }
+        };
+        set(&mut m.tok, is_tok(b));
+        set(
+            &mut m.rare,
+            matches!(b, b'=' | b'%' | b':' | b'-' | b'_' | b'/' | b'+' | b'<'),
         );
-        trig |= u64::from(g) << k;
+        set(&mut m.dot, b == b'.');
+        set(&mut m.paren, b == b'(');
+        set(&mut m.newline, b == b'\n');
+        set(&mut m.digit, b.is_ascii_digit());
+        set(&mut m.quote_space, ws(b) || b == b'"' || b == b'\'');
+        set(&mut m.head, matches!(b, b' ' | b'\t' | b'T' | b'F' | b's'));
         low[k] = if ws(b) { b' ' } else { b.to_ascii_lowercase() };
     }
-    (trig, tok)
+    m
 }
 
 /// Window bounds, computed for triggers in increasing order; each byte is walked over at most
@@ -401,7 +527,13 @@ impl Walker {
             self.frontier += 1;
         }
         let seg = self.fwd.get(K_FWD - 1).copied().unwrap_or(hay.len());
-        let from = seg.max(t + MIN_FWD).min(hay.len());
+        let word_end = self.fwd.front().copied().unwrap_or(hay.len());
+        let least = if hay[t] == b'(' {
+            t + MIN_CALL
+        } else {
+            word_end.saturating_add(MIN_FWD)
+        };
+        let from = seg.max(least).min(hay.len());
         let mut e = next(hay, b'\n', from, &mut self.nl).map_or(hay.len(), |n| n + 1);
         if markup {
             // `<password>a value with spaces</password>`, `<secret a="…" b="…">value<`: on to the
@@ -433,6 +565,44 @@ fn next(
     let found = memchr::memchr(byte, hay.get(from..).unwrap_or(&[])).map(|i| from + i);
     *memo = Some((from, found));
     found
+}
+
+/// Whether what follows a credential word at `t` (the rest of its identifier, then one byte)
+/// can go on into a match: anything but a non-ASCII letter right after the identifier
+/// (`dépassé` is no password). A fullwidth colon or an opening quote of another language may
+/// follow, and so may anything after a credential word of another language written in ASCII
+/// (`Passwortä` is the prose of the rule for other languages).
+fn word_goes_on(hay: &[u8], t: usize) -> bool {
+    let rest = &hay[t..];
+    let n = rest
+        .iter()
+        .take(256)
+        .take_while(|b| b.is_ascii_alphanumeric() || b"_.-".contains(b))
+        .count();
+    let Some(&next) = rest.get(n) else {
+        return true;
+    };
+    if next < 0x80 || n == 256 {
+        return true;
+    }
+    let after = &rest[n..];
+    if ["：", "«", "“"]
+        .iter()
+        .any(|q| after.starts_with(q.as_bytes()))
+    {
+        return true;
+    }
+    let mut k = t;
+    while k > 0
+        && t - k < 256
+        && (hay[k - 1].is_ascii_alphanumeric() || b"_.-".contains(&hay[k - 1]))
+    {
+        k -= 1;
+    }
+    let ident = hay[k..t + n].to_ascii_lowercase();
+    ["passwort", "passe", "zugriffstoken", "toegangstoken"]
+        .iter()
+        .any(|w| ident.ends_with(w.as_bytes()))
 }
 
 /// Whether a key word of markup is an element's name (`<db_password>`): the credential word is
@@ -529,21 +699,11 @@ fn colon(hay: &[u8], i: usize) -> bool {
     if rest.len() >= 10 && rest[..10].iter().all(|b| PASSWORD[*b as usize]) {
         return true;
     }
-    let mut j = rest
-        .iter()
-        .take_while(|b| matches!(b, b' ' | b'\t'))
-        .count();
-    if matches!(rest.get(j), Some(b'"' | b'\'')) {
-        j += 1;
-    }
-    let vendor = |b: &u8| b.is_ascii_alphanumeric() || b"+/_=.~-".contains(b);
-    if rest.len() >= j + 20 && rest[j..j + 20].iter().all(vendor) && dashed_name(hay, i) {
-        return true;
-    }
     if i >= 5 && hay[i - 5..i].eq_ignore_ascii_case(b"/user") {
         return true;
     }
-    // A weak key name before it: whitespace, quotes, then the identifier.
+    // The name before it (after whitespace and quotes): a weak key name, or a header name with
+    // a `-` before a vendor header's long value.
     let mut k = i;
     let floor = i.saturating_sub(256);
     while k > floor && (ws(hay[k - 1]) || matches!(hay[k - 1], b'"' | b'\'' | b'\\')) {
@@ -553,25 +713,25 @@ fn colon(hay: &[u8], i: usize) -> bool {
     while k > floor && (hay[k - 1].is_ascii_alphanumeric() || b"_.-".contains(&hay[k - 1])) {
         k -= 1;
     }
-    k == floor && floor > 0 || has_weak(&hay[k..end])
-}
-
-/// Whether a header name with a `-` in it (`X-Vendor-Key`) ends at the `:` at `i` (after an
-/// optional quote and spaces).
-fn dashed_name(hay: &[u8], i: usize) -> bool {
-    let mut k = i;
-    while k > 0 && matches!(hay[k - 1], b' ' | b'\t') {
-        k -= 1;
+    if k == floor && floor > 0 {
+        return true;
     }
-    if k > 0 && matches!(hay[k - 1], b'"' | b'\'') {
-        k -= 1;
+    let name = &hay[k..end];
+    if has_weak(name) {
+        return true;
     }
-    let end = k;
-    let floor = k.saturating_sub(256);
-    while k > floor && (hay[k - 1].is_ascii_alphanumeric() || hay[k - 1] == b'-') {
-        k -= 1;
+    if !name.contains(&b'-') {
+        return false;
     }
-    (k == floor && floor > 0) || hay[k..end].contains(&b'-')
+    let mut j = rest
+        .iter()
+        .take_while(|b| matches!(b, b' ' | b'\t'))
+        .count();
+    if matches!(rest.get(j), Some(b'"' | b'\'')) {
+        j += 1;
+    }
+    let vendor = |b: &u8| b.is_ascii_alphanumeric() || b"+/_=.~-".contains(b);
+    rest.len() >= j + 20 && rest[j..j + 20].iter().all(vendor)
 }
 
 /// `-`/`_`: PEM and other armor (`----`), a short flag after a space (`-p`, `--user`),
