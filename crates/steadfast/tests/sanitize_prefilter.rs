@@ -97,10 +97,14 @@ fn every_message_comes_back_the_same() {
 }
 
 #[test]
-fn all_messages_glued_come_back_the_same() {
-    assert_same(&MESSAGES.join("\n"));
-    assert_same(&MESSAGES.join(" "));
-    assert_same(&MESSAGES.concat());
+fn messages_glued_come_back_the_same() {
+    // In groups (all of them in one text takes minutes in a debug build): a window that
+    // reaches into the message before or after.
+    for group in MESSAGES.chunks(40) {
+        assert_same(&group.join("\n"));
+        assert_same(&group.join(" "));
+        assert_same(&group.concat());
+    }
 }
 
 #[test]

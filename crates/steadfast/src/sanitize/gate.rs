@@ -613,7 +613,8 @@ fn after_angle(hay: &[u8], t: usize) -> bool {
     while j > floor && (hay[j - 1].is_ascii_alphanumeric() || b"_.-:".contains(&hay[j - 1])) {
         j -= 1;
     }
-    j == floor && j > 0 || (j > 0 && hay[j - 1] == b'<')
+    // (A walk that hit its limit counts as one: the window is only wider.)
+    j > 0 && (j == floor || hay[j - 1] == b'<')
 }
 
 /// Whether the byte at `i` (one `classify` flags) is a trigger.

@@ -14,6 +14,11 @@
 //! ASCII, and ASCII classes keep the whole scan in a lazy DFA on text of any script — with
 //! Unicode `\b`, one `é` used to send the scan to an engine 200 times slower.
 //!
+//! A gate of cheap triggers (`gate.rs`: SIMD byte classes and a SIMD search for credential
+//! words) runs first, and the automaton only searches the regions around triggers: most text
+//! has none, and then costs the gate's pass alone. The automaton is compiled the first time a
+//! text has a trigger ([`Sanitizer::compile_all`] compiles it up front).
+//!
 //! Only the spans found are looked at again, by the one rule that won each, to pull out what to
 //! keep (`password=`, `Bearer `). Rules that need judgment beyond a pattern (a value after
 //! `password:` in prose must look like a secret; `Bearer authentication` is prose) carry a

@@ -82,7 +82,7 @@ impl Lazy {
     }
 
     /// Compiled now (an invalid pattern is an error here, not at the first search).
-    fn eager(patterns: Vec<Cow<'static, str>>) -> Result<Lazy, meta::BuildError> {
+    fn eager(patterns: Vec<Cow<'static, str>>) -> Result<Lazy, Box<meta::BuildError>> {
         let lazy = Lazy::new(patterns, false);
         let regex = builder(false).build_many(&lazy.patterns)?;
         let _ = lazy.regex.set(regex);
