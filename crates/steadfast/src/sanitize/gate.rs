@@ -198,9 +198,14 @@ impl Gate {
     /// a rule matches is in one, with a match that ends inside it.
     pub(super) fn regions(&self, hay: &[u8]) -> Vec<(usize, usize)> {
         let mut low = vec![0u8; hay.len()];
-        let mut triggers: Vec<(usize, bool)> = Vec::new();
+        // Triggers, each list in increasing order: runs of token bytes, bytes, words (with
+        // whether the word is an element's name), words of other scripts.
+        let mut runs: Vec<(usize, bool)> = Vec::new();
+        let mut bytes: Vec<(usize, bool)> = Vec::new();
+        let mut words: Vec<(usize, bool)> = Vec::new();
+        let mut foreign: Vec<(usize, bool)> = Vec::new();
         if line_start(hay, 0) {
-            triggers.push((0, false));
+            bytes.push((0, false));
         }
         // 64 bytes at a time: the lowercased copy, and bit masks of the bytes to look at and of
         // token bytes (plain loops the compiler turns into SIMD compares).
@@ -228,7 +233,7 @@ impl Gate {
             // start inside this block (bit k of `d` is set when bits k..k+16 all are).
             let leading = tok.trailing_ones() as usize;
             if tail_run > 0 && tail_run < 16 && tail_run + leading >= 16 {
-                triggers.push((base - tail_run, false));
+                runs.push((base - tail_run, false));
             }
             let a = tok & (tok >> 1);
             let b = a & (a >> 2);
@@ -236,7 +241,7 @@ impl Gate {
             let d = c & (c >> 8);
             let mut starts = d & !((tok << 1) | u64::from(tail_run > 0));
             while starts != 0 {
-                triggers.push((base + starts.trailing_zeros() as usize, false));
+                runs.push((base + starts.trailing_zeros() as usize, false));
                 starts &= starts - 1;
             }
             tail_run = if tok == u64::MAX {
@@ -249,7 +254,7 @@ impl Gate {
                 let i = base + trig.trailing_zeros() as usize;
                 trig &= trig - 1;
                 if confirm(hay, i) {
-                    triggers.push((i, false));
+                    bytes.push((i, false));
                 }
             }
         }
@@ -263,7 +268,7 @@ impl Gate {
             if m.pattern().as_usize() < KEY_NAMES && !word_goes_on(hay, t) {
                 continue;
             }
-            triggers.push((t, after_angle(hay, t)));
+            words.push((t, after_angle(hay, t)));
         }
         if !hay.is_ascii() {
             let mut pos = 0;
@@ -271,26 +276,41 @@ impl Gate {
                 .foreign
                 .find_in(&low, aho_corasick::Span::from(pos..low.len()))
             {
-                triggers.push((m.start(), false));
+                foreign.push((m.start(), false));
                 pos = m.start() + 1;
             }
         }
-        if triggers.is_empty() {
-            return Vec::new();
-        }
-        triggers.sort_unstable();
-        triggers.dedup();
+        let lists = [&runs, &bytes, &words, &foreign];
+        let mut at = [0usize; 4];
         let mut w = Walker::default();
-        let mut windows: Vec<(usize, usize)> = triggers
-            .iter()
-            .map(|&(t, markup)| w.window(hay, t, markup))
-            .collect();
-        windows.sort_unstable();
-        let mut regions: Vec<(usize, usize)> = Vec::with_capacity(windows.len());
-        for (s, e) in windows {
+        let mut regions: Vec<(usize, usize)> = Vec::new();
+        // The lists merged in order of position. A window's start never decreases with its
+        // trigger's position, so regions grow at the end: a trigger inside the last region
+        // only needs its window's end.
+        loop {
+            let mut best: Option<(usize, bool, usize)> = None;
+            for (k, list) in lists.iter().enumerate() {
+                if let Some(&(t, markup)) = list.get(at[k])
+                    && best.is_none_or(|(b, _, _)| t < b)
+                {
+                    best = Some((t, markup, k));
+                }
+            }
+            let Some((t, markup, k)) = best else { break };
+            at[k] += 1;
             match regions.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => regions.push((s, e)),
+                Some(last) if t < last.1 => {
+                    let e = w.end(hay, t, markup);
+                    last.1 = last.1.max(e);
+                }
+                _ => {
+                    let s = w.start(hay, t);
+                    let e = w.end(hay, t, markup);
+                    match regions.last_mut() {
+                        Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                        _ => regions.push((s, e)),
+                    }
+                }
             }
         }
         regions
@@ -486,7 +506,8 @@ struct Walker {
 }
 
 impl Walker {
-    fn window(&mut self, hay: &[u8], t: usize, markup: bool) -> (usize, usize) {
+    /// Where the window of the trigger at `t` starts (`t` not below the last call's).
+    fn start(&mut self, hay: &[u8], t: usize) -> usize {
         // Back: the K_BACK-th boundary at or before t.
         let mut found = [0usize; K_BACK];
         let mut n = 0;
@@ -513,6 +534,11 @@ impl Walker {
         self.prev = t;
         self.back = found;
         self.back_len = n;
+        s
+    }
+
+    /// Where the window of the trigger at `t` ends (`t` not below the last call's).
+    fn end(&mut self, hay: &[u8], t: usize, markup: bool) -> usize {
         // Forward: the K_FWD-th boundary after t, at least MIN_FWD bytes on, then the line's end.
         while self.fwd.front().is_some_and(|&b| b <= t) {
             self.fwd.pop_front();
@@ -541,7 +567,7 @@ impl Walker {
             let lt = next(hay, b'<', t, &mut self.lt).map_or(hay.len(), |n| n + 2);
             e = e.max(lt);
         }
-        (s, e.min(hay.len()))
+        e.min(hay.len())
     }
 }
 

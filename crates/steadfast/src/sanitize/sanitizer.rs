@@ -440,6 +440,10 @@ impl Sanitizer {
             }
             let from = start.max(at);
             if let Some(m) = self.find(Which::All, hay, (from, end), false, work) {
+                if end == hay.len() {
+                    // The region runs to the end of the text: nothing was cut.
+                    return Some(m);
+                }
                 return self
                     .find(Which::All, hay, (m.start, hay.len()), true, work)
                     .or(Some(m));
