@@ -61,6 +61,9 @@ pub struct Sanitizer {
     /// The triggers in front of `regex` (`gate.rs`), when the rules are exactly the built-in
     /// ones (with or without the generic layer): the triggers are written for them.
     gate: Option<Gate>,
+    /// Whether a text whose regions cover most of it is searched whole (see `pass`); off only
+    /// in tests, so that they exercise the regions on any text.
+    dense_switch: bool,
 }
 
 /// A regex of some of the rules, compiled the first time it is searched: compiling every rule
@@ -182,6 +185,7 @@ impl Sanitizer {
             extra: Vec::new(),
             generic: true,
             prefilter: true,
+            dense_switch: true,
         }
     }
 
@@ -287,6 +291,7 @@ impl Sanitizer {
             rules_regex,
             generic_regex,
             gate: None,
+            dense_switch: true,
         })
     }
 
@@ -317,7 +322,10 @@ impl Sanitizer {
     }
 
     fn sanitize_counting<'t>(&self, text: &'t str, work: &mut usize) -> Cow<'t, str> {
-        let Some((mut out, mut again)) = self.pass(text, work) else {
+        // Whether the gate runs: once a text turns out dense with triggers, its later scans go
+        // without it (the gate would only add its own pass).
+        let mut gated = self.gate.is_some();
+        let Some((mut out, mut again)) = self.pass(text, work, &mut gated) else {
             return Cow::Borrowed(text);
         };
         // A replacement changes what the rules around it see: a letter next to it gains a word
@@ -332,7 +340,7 @@ impl Sanitizer {
             if !again {
                 break;
             }
-            match self.pass(&out, work) {
+            match self.pass(&out, work, &mut gated) {
                 Some((next, next_again)) => (out, again) = (next, next_again),
                 None => break,
             }
@@ -455,7 +463,7 @@ impl Sanitizer {
 
     /// One scan: the redacted text (`None` when nothing was replaced), and whether a
     /// non-empty span was replaced (the result is then scanned again).
-    fn pass(&self, text: &str, work: &mut usize) -> Option<(String, bool)> {
+    fn pass(&self, text: &str, work: &mut usize, gated: &mut bool) -> Option<(String, bool)> {
         let hay = text.as_bytes();
         let mut again = false;
         let mut out: Option<String> = None;
@@ -465,12 +473,24 @@ impl Sanitizer {
         // A match found by a second look at a rejected span's start.
         let mut pending: Option<Match> = None;
         // With the gate, only its regions are searched; without a region there is no match.
-        let regions = self.gate.as_ref().map(|g| {
-            *work += hay.len();
-            g.regions(hay)
-        });
+        let mut regions = match &self.gate {
+            Some(gate) if *gated => {
+                *work += hay.len();
+                Some(gate.regions(hay))
+            }
+            _ => None,
+        };
         if regions.as_ref().is_some_and(Vec::is_empty) {
             return None;
+        }
+        // Regions over most of the text: searching it all is the same result, without a search
+        // again at each match (and the next scans skip the gate).
+        if let Some(r) = &regions
+            && self.dense_switch
+            && 2 * r.iter().map(|(s, e)| e - s).sum::<usize>() > hay.len()
+        {
+            regions = None;
+            *gated = false;
         }
         let mut region = 0;
         while at <= hay.len() {
@@ -640,6 +660,7 @@ pub struct SanitizerBuilder {
     extra: Vec<Rule>,
     generic: bool,
     prefilter: bool,
+    dense_switch: bool,
 }
 
 impl SanitizerBuilder {
@@ -670,6 +691,14 @@ impl SanitizerBuilder {
         self
     }
 
+    /// Whether a text whose trigger regions cover most of it is searched whole rather than
+    /// region by region (default: yes; same result). For tests of the regions.
+    #[doc(hidden)]
+    pub fn dense_switch(mut self, enabled: bool) -> Self {
+        self.dense_switch = enabled;
+        self
+    }
+
     /// Compiles the rules. An invalid extra rule is an error that names it.
     ///
     /// See [`Sanitizer::builder`] for an example.
@@ -693,6 +722,7 @@ impl SanitizerBuilder {
         if gated {
             sanitizer.gate = Some(Gate::new());
         }
+        sanitizer.dense_switch = self.dense_switch;
         Ok(sanitizer)
     }
 }
