@@ -61,6 +61,22 @@ static MESSAGES: LazyLock<Vec<String>> = LazyLock::new(|| {
     for (i, t) in templates.enumerate() {
         all.push(fill::fill(t, i as u64).text);
     }
+    // Markup whose value spans more words and lines than a window reaches by its boundaries:
+    // the window goes on to the element's next `<`.
+    let words: Vec<String> = (0..30).map(|i| format!("w{i}x")).collect();
+    for name in ["dsn", "db_password", "ConnectionString", "signature"] {
+        all.push(format!("<{name}>{}</{name}>", words.join("\n")));
+        all.push(format!("<{name}>{}</{name}>", words.join(" \n ")));
+        all.push(format!(
+            "<{name} a=\"1\"\n{}>q8Zx7R2pLk5TfW3n<",
+            words.join("\n")
+        ));
+    }
+    // A value 80 bytes of one-letter attributes after its name, behind long spaces.
+    all.push(format!(
+        "<add key=\"ApiSecret\" {}value     =     \"q8Zx7R2pLk5TfW3n\"/>",
+        "a ".repeat(38)
+    ));
     for (_, _, secret) in fakes::fakes() {
         for context in [
             "{}",

@@ -7,8 +7,9 @@
 //! Exactness does not depend on the triggers being rare, only on them being *complete*: every
 //! position where some rule matches lies in the window of a trigger, and some match at that
 //! position ends inside the window. A window runs from [`K_BACK`] whitespace/non-whitespace
-//! boundaries before its trigger to [`K_FWD`] boundaries (and at least [`MIN_FWD`] bytes) after
-//! it, then on to the end of that line; overlapping windows merge into regions. The scan then
+//! boundaries before its trigger to [`K_FWD`] boundaries after the point [`MIN_FWD`] bytes past
+//! its word, then on to the end of that line (and for markup to the next `<`); overlapping
+//! windows merge into regions. The scan then
 //! searches each region (the search still sees the bytes around it for `\b` and `^`), and a
 //! match found there is searched again, anchored at its start, over the whole text, so the
 //! result is the one the ungated scan finds (leftmost start, then rule priority).
@@ -43,11 +44,12 @@ const K_BACK: usize = 12;
 /// Boundaries a window reaches forward over: `mc alias set <name> <url> <key> <secret>`, a
 /// credential word, an assignment over several lines, a value.
 const K_FWD: usize = 18;
-/// Bytes a window reaches past the end of its trigger's word at least (attributes before a
-/// markup value, `name="ApiSecret" … value="…"`).
-const MIN_FWD: usize = 128;
-/// Bytes a window reaches past a `(` at least (a login call's three quoted arguments).
-const MIN_CALL: usize = 320;
+/// Bytes past the end of a trigger's word before the window's boundaries are counted (up to 80
+/// bytes of attributes before a markup value, `name="ApiSecret" … value="…"`).
+const MIN_FWD: usize = 96;
+/// Bytes past a `(` before the boundaries are counted (a login call's three quoted arguments of
+/// up to 64 bytes).
+const MIN_CALL: usize = 224;
 /// The words of key names at the head of [`WORDS`].
 const KEY_NAMES: usize = 10;
 
@@ -254,7 +256,8 @@ impl Gate {
                 let i = base + trig.trailing_zeros() as usize;
                 trig &= trig - 1;
                 if confirm(hay, i) {
-                    bytes.push((i, false));
+                    // An element named by a weak key (`<dsn>`): its value runs to the next `<`.
+                    bytes.push((i, hay[i] == b'<'));
                 }
             }
         }
@@ -506,6 +509,23 @@ struct Walker {
 }
 
 impl Walker {
+    /// Drops the boundaries at or before `q` and finds `k` after it (walking on from where the
+    /// last walk stopped, never back).
+    fn advance(&mut self, hay: &[u8], q: usize, k: usize) {
+        while self.fwd.front().is_some_and(|&b| b <= q) {
+            self.fwd.pop_front();
+        }
+        if self.frontier <= q {
+            self.frontier = q + 1;
+        }
+        while self.fwd.len() < k && self.frontier < hay.len() {
+            if is_boundary(hay, self.frontier) {
+                self.fwd.push_back(self.frontier);
+            }
+            self.frontier += 1;
+        }
+    }
+
     /// Where the window of the trigger at `t` starts (`t` not below the last call's).
     fn start(&mut self, hay: &[u8], t: usize) -> usize {
         // Back: the K_BACK-th boundary at or before t.
@@ -539,32 +559,23 @@ impl Walker {
 
     /// Where the window of the trigger at `t` ends (`t` not below the last call's).
     fn end(&mut self, hay: &[u8], t: usize, markup: bool) -> usize {
-        // Forward: the K_FWD-th boundary after t, at least MIN_FWD bytes on, then the line's end.
-        while self.fwd.front().is_some_and(|&b| b <= t) {
-            self.fwd.pop_front();
-        }
-        if self.frontier <= t {
-            self.frontier = t + 1;
-        }
-        while self.fwd.len() < K_FWD && self.frontier < hay.len() {
-            if is_boundary(hay, self.frontier) {
-                self.fwd.push_back(self.frontier);
-            }
-            self.frontier += 1;
-        }
-        let seg = self.fwd.get(K_FWD - 1).copied().unwrap_or(hay.len());
+        // Forward: past the trigger's word, at least MIN_FWD bytes on (MIN_CALL after a `(`),
+        // then K_FWD boundaries more, then the line's end. (A query point below an earlier one
+        // finds boundaries further on than it needs: a wider window, never a narrower one.)
+        self.advance(hay, t, 1);
         let word_end = self.fwd.front().copied().unwrap_or(hay.len());
         let least = if hay[t] == b'(' {
             t + MIN_CALL
         } else {
             word_end.saturating_add(MIN_FWD)
         };
-        let from = seg.max(least).min(hay.len());
+        self.advance(hay, least.min(hay.len()), K_FWD);
+        let from = self.fwd.get(K_FWD - 1).copied().unwrap_or(hay.len());
         let mut e = next(hay, b'\n', from, &mut self.nl).map_or(hay.len(), |n| n + 1);
         if markup {
             // `<password>a value with spaces</password>`, `<secret a="…" b="…">value<`: on to the
             // next `<`.
-            let lt = next(hay, b'<', t, &mut self.lt).map_or(hay.len(), |n| n + 2);
+            let lt = next(hay, b'<', t + 1, &mut self.lt).map_or(hay.len(), |n| n + 2);
             e = e.max(lt);
         }
         e.min(hay.len())
