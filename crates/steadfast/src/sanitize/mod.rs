@@ -6,7 +6,7 @@
 //! [`LlmError`](crate::LlmError) passes through [`sanitize`]; structured data (a relayed
 //! JSON-RPC error's `data`) passes through [`sanitize_json`], which keeps its shape.
 //!
-//! The rules live in one table, [`BUILTIN_RULES`]: 74 of them, covering more than forty
+//! The rules live in one table, [`BUILTIN_RULES`]: 75 of them, covering more than forty
 //! credential formats (listed with examples and sources in `docs/sanitizer.md`). They are
 //! compiled once into one multi-pattern regular expression over bytes, so finding what to
 //! redact is one pass over the text, linear in its length whatever it contains, and a match
