@@ -139,7 +139,7 @@ fn heldout_score() {
 }
 
 /// The held-out score this branch reached (secrets caught, look-alikes kept).
-const HELDOUT_FLOOR: (usize, usize) = (135, 102);
+const HELDOUT_FLOOR: (usize, usize) = (137, 102);
 
 #[test]
 fn tuning_score() {
@@ -158,7 +158,7 @@ fn tuning_score() {
 }
 
 /// The tuning score this branch reached.
-const TUNING_FLOOR: (usize, usize) = (61, 78);
+const TUNING_FLOOR: (usize, usize) = (62, 79);
 
 #[test]
 fn sanitizing_the_sets_twice_changes_nothing_more() {

@@ -47,6 +47,14 @@ pub(super) fn is_ulid(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b.is_ascii_uppercase() && !b"ILOU".contains(&b)))
 }
 
+/// A KSUID: 27 characters of base62 whose first (the top of a timestamp in seconds since
+/// 2014) is a digit until about 2050. Sortable ids, not secrets.
+pub(super) fn is_ksuid(s: &str) -> bool {
+    s.len() == 27
+        && s.bytes().next().is_some_and(|b| b.is_ascii_digit())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
 fn is_hex(s: &str) -> bool {
     s.bytes().all(|b| b.is_ascii_hexdigit())
         && (s.bytes().all(|b| !b.is_ascii_uppercase())

@@ -6,13 +6,18 @@
 //! [`LlmError`](crate::LlmError) passes through [`sanitize`]; structured data (a relayed
 //! JSON-RPC error's `data`) passes through [`sanitize_json`], which keeps its shape.
 //!
-//! The rules live in one table, [`BUILTIN_RULES`]: 74 of them, covering more than forty
+//! The rules live in one table, [`BUILTIN_RULES`]: 75 of them, covering more than forty
 //! credential formats (listed with examples and sources in `docs/sanitizer.md`). They are
 //! compiled once into one multi-pattern regular expression over bytes, so finding what to
 //! redact is one pass over the text, linear in its length whatever it contains, and a match
 //! names the rule that won it. Every built-in pattern is ASCII-only (`(?-u)`): the formats are
 //! ASCII, and ASCII classes keep the whole scan in a lazy DFA on text of any script — with
 //! Unicode `\b`, one `é` used to send the scan to an engine 200 times slower.
+//!
+//! A gate of cheap triggers (`gate.rs`: SIMD byte classes and a SIMD search for credential
+//! words) runs first, and the automaton only searches the regions around triggers: most text
+//! has none, and then costs the gate's pass alone. The automaton is compiled the first time a
+//! text has a trigger ([`Sanitizer::compile_all`] compiles it up front).
 //!
 //! Only the spans found are looked at again, by the one rule that won each, to pull out what to
 //! keep (`password=`, `Bearer `). Rules that need judgment beyond a pattern (a value after
@@ -36,6 +41,7 @@
 //! To add rules, build a [`Sanitizer`] from the built-in table plus your own.
 
 mod entropy;
+mod gate;
 mod generic;
 mod json;
 mod places;

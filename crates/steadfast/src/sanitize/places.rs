@@ -6,7 +6,7 @@
 //! Each rule is a context and a value, like the rules of `generic.rs`, and the value must look
 //! random (or, where the context leaves no doubt, like a password).
 
-use super::entropy::{is_password, is_random, is_ulid, is_uuid, trim};
+use super::entropy::{is_ksuid, is_password, is_random, is_ulid, is_uuid, trim};
 use super::generic::{Generic, not_secret_context};
 
 /// Credential words of the twelve most used languages on the web after English, in the forms
@@ -239,7 +239,7 @@ fn path_secret(before: &str, _: &str, value: &str) -> bool {
     if !in_path || !wordy || before.contains("base64,") {
         return false;
     }
-    if !is_random(v) || is_uuid(v) || is_ulid(v) {
+    if !is_random(v) || is_uuid(v) || is_ulid(v) || is_ksuid(v) {
         return false;
     }
     let hex = v.bytes().all(|b| b.is_ascii_hexdigit());

@@ -139,6 +139,11 @@ pub(super) fn is_claim(rule: &Rule) -> bool {
             .any(|b| b.name == rule.name && b.pattern == rule.pattern)
 }
 
+/// The string behind a pointer, unless it is already a placeholder.
+fn pointed_string(s: &str) -> bool {
+    s != R
+}
+
 /// An INI value with spaces (`password = correct horse battery`) runs to the end of the line.
 fn ini_value(s: &str) -> bool {
     not_a_path(s)
@@ -459,6 +464,20 @@ pub const BUILTIN_RULES: &[Rule] = &[
         ),
         R,
         ini_value,
+    ),
+    // A debugger's print of a `char *` (`passwd=0x7ffd5c3a "…"` in a gdb frame): the string the
+    // pointer holds is the value. Before `key-value`, which would take the pointer.
+    checked(
+        "key-pointer-string",
+        concat!(
+            r"(?-u)(?P<KEEP>",
+            q!(),
+            strong_key!(),
+            q!(),
+            r#"\s*[=:]\s*0x[0-9a-fA-F]+\s+")(?:[^"\\\r\n]|\\[^\r\n])+(?P<TAIL>")"#
+        ),
+        R,
+        pointed_string,
     ),
     checked(
         "key-value",

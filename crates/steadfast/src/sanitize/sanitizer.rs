@@ -2,10 +2,13 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::OnceLock;
 
+use regex_automata::nfa::thompson::WhichCaptures;
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input, meta};
 
+use super::gate::Gate;
 use super::generic::{GENERIC_RULES, Generic};
 use super::places::{PLACES_EARLY, PLACES_LATE};
 use super::rule::Rule;
@@ -28,7 +31,8 @@ struct Compiled {
     /// The rule alone, when its pattern has a `KEEP` or `TAIL` group: run again, anchored, on
     /// the span the scan found, to find them. (The scan's regex could report the groups, but
     /// resolving them in an automaton of every rule costs far more than in one of one rule.)
-    groups: Option<meta::Regex>,
+    /// Compiled the first time the rule wins a span.
+    groups: Option<Lazy>,
     /// A built-in rule that only claims its span (its check always fails).
     claim: bool,
 }
@@ -41,7 +45,8 @@ struct Compiled {
 /// ```
 pub struct Sanitizer {
     /// Every rule as one pattern of a multi-pattern regex: a match names the rule that won.
-    regex: meta::Regex,
+    /// With the gate, compiled the first time a text has a trigger (clean text never needs it).
+    regex: Lazy,
     rules: Vec<Compiled>,
     /// Whether the generic layer's rules are among `rules` (after the others).
     generic: bool,
@@ -50,8 +55,54 @@ pub struct Sanitizer {
     /// The rules before the generic layer alone, and the generic layer alone (only with the
     /// layer): a span that one rule's check turned down is looked at again by the others, and
     /// a generic value is checked for a rule's match inside it.
-    rules_regex: Option<meta::Regex>,
-    generic_regex: Option<meta::Regex>,
+    /// Both compiled on first use.
+    rules_regex: Option<Lazy>,
+    generic_regex: Option<Lazy>,
+    /// The triggers in front of `regex` (`gate.rs`), when the rules are exactly the built-in
+    /// ones (with or without the generic layer): the triggers are written for them.
+    gate: Option<Gate>,
+    /// Whether a text whose regions cover most of it is searched whole (see `pass`); off only
+    /// in tests, so that they exercise the regions on any text.
+    dense_switch: bool,
+}
+
+/// A regex of some of the rules, compiled the first time it is searched: compiling every rule
+/// costs 0.1 s in a release build and seconds in a debug one, paid by whoever sanitizes first.
+struct Lazy {
+    patterns: Vec<Cow<'static, str>>,
+    /// Whether searches report capture groups (see [`builder`]).
+    groups: bool,
+    regex: OnceLock<meta::Regex>,
+}
+
+impl Lazy {
+    fn new(patterns: Vec<Cow<'static, str>>, groups: bool) -> Lazy {
+        Lazy {
+            patterns,
+            groups,
+            regex: OnceLock::new(),
+        }
+    }
+
+    /// Compiled now (an invalid pattern is an error here, not at the first search).
+    fn eager(patterns: Vec<Cow<'static, str>>) -> Result<Lazy, Box<meta::BuildError>> {
+        let lazy = Lazy::new(patterns, false);
+        let regex = builder(false).build_many(&lazy.patterns)?;
+        let _ = lazy.regex.set(regex);
+        Ok(lazy)
+    }
+
+    fn get(&self) -> &meta::Regex {
+        self.regex.get_or_init(|| {
+            builder(self.groups)
+                .build_many(&self.patterns)
+                .expect("patterns that compiled together (or built-in ones, tested) compile")
+        })
+    }
+
+    fn is_compiled(&self) -> bool {
+        self.regex.get().is_some()
+    }
 }
 
 /// A match of one rule of the table.
@@ -133,6 +184,8 @@ impl Sanitizer {
         SanitizerBuilder {
             extra: Vec::new(),
             generic: true,
+            prefilter: true,
+            dense_switch: true,
         }
     }
 
@@ -156,12 +209,15 @@ impl Sanitizer {
     /// assert!(bad.unwrap_err().to_string().contains("broken"));
     /// ```
     pub fn compile(rules: impl IntoIterator<Item = Rule>) -> Result<Sanitizer, regex::Error> {
-        Self::compile_layers(rules.into_iter().collect(), &[])
+        Self::compile_layers(rules.into_iter().collect(), &[], false)
     }
 
+    /// `lazy`: compile each regex the first time it is searched (only for rules known to
+    /// compile: an invalid custom rule must be an error here).
     fn compile_layers(
         rules: Vec<Rule>,
         generic: &[&'static Generic],
+        lazy: bool,
     ) -> Result<Sanitizer, regex::Error> {
         let first_generic = rules.len();
         let rules: Vec<Rule> = rules
@@ -172,66 +228,61 @@ impl Sanitizer {
                     .map(|g| Rule::builtin(g.name, g.pattern, "[redacted]", None)),
             )
             .collect();
-        let patterns: Vec<&str> = rules.iter().map(|r| r.pattern.as_ref()).collect();
-        let regex = builder().build_many(&patterns).map_err(|e| {
-            // Say which rule is at fault: build them one by one (only on this error path).
-            let culprit = rules
-                .iter()
-                .find_map(|r| builder().build(&r.pattern).err().map(|e| (r, e)));
-            match culprit {
-                Some((rule, e)) => {
-                    let cause =
-                        std::error::Error::source(&e).map_or(String::new(), |c| format!(": {c}"));
-                    regex::Error::Syntax(format!("rule `{}`: {e}{cause}", rule.name))
+        let patterns: Vec<Cow<'static, str>> = rules.iter().map(|r| r.pattern.clone()).collect();
+        let regex = if lazy {
+            Lazy::new(patterns.clone(), false)
+        } else {
+            Lazy::eager(patterns.clone()).map_err(|e| {
+                // Say which rule is at fault: build them one by one (only on this error path).
+                let culprit = rules
+                    .iter()
+                    .find_map(|r| builder(true).build(&r.pattern).err().map(|e| (r, e)));
+                match culprit {
+                    Some((rule, e)) => {
+                        let cause = std::error::Error::source(&e)
+                            .map_or(String::new(), |c| format!(": {c}"));
+                        regex::Error::Syntax(format!("rule `{}`: {e}{cause}", rule.name))
+                    }
+                    None => match e.size_limit() {
+                        Some(limit) => regex::Error::CompiledTooBig(limit),
+                        None => regex::Error::Syntax(e.to_string()),
+                    },
                 }
-                None => match e.size_limit() {
-                    Some(limit) => regex::Error::CompiledTooBig(limit),
-                    None => regex::Error::Syntax(e.to_string()),
-                },
-            }
-        })?;
+            })?
+        };
         let (rules_regex, generic_regex) = if generic.is_empty() {
             (None, None)
         } else {
             let (before, after) = patterns.split_at(first_generic);
-            let alone = |p: &[&str]| {
-                builder()
-                    .build_many(p)
-                    .map_err(|e| regex::Error::Syntax(e.to_string()))
-            };
-            (Some(alone(before)?), Some(alone(after)?))
+            (
+                Some(Lazy::new(before.to_vec(), false)),
+                Some(Lazy::new(after.to_vec(), false)),
+            )
         };
-        let info = regex.group_info();
         let compiled = rules
             .into_iter()
             .enumerate()
             .map(|(i, rule)| {
-                let pid = regex_automata::PatternID::new_unchecked(i);
-                let groups =
-                    if info.to_index(pid, "KEEP").is_some() || info.to_index(pid, "TAIL").is_some()
-                    {
-                        // It compiled as part of the whole; alone it does too.
-                        Some(builder().build(&rule.pattern).map_err(|e| {
-                            regex::Error::Syntax(format!("rule `{}`: {e}", rule.name))
-                        })?)
-                    } else {
-                        None
-                    };
+                // Patterns with a `KEEP` or `TAIL` group (`(?P<KEEP>…)`, `(?<KEEP>…)`).
+                let groups = ["KEEP>", "TAIL>"]
+                    .iter()
+                    .any(|g| rule.pattern.contains(g))
+                    .then(|| Lazy::new(vec![rule.pattern.clone()], true));
                 let check = match (i.checked_sub(first_generic), rule.check) {
                     (Some(g), _) => Check::Context(generic[g].check),
                     (None, Some(check)) => Check::Value(check),
                     (None, None) => Check::Always,
                 };
                 let claim = super::rules::is_claim(&rule);
-                Ok(Compiled {
+                Compiled {
                     claim,
                     name: rule.name,
                     replacement: rule.replacement,
                     check,
                     groups,
-                })
+                }
             })
-            .collect::<Result<_, regex::Error>>()?;
+            .collect();
         Ok(Sanitizer {
             regex,
             rules: compiled,
@@ -239,6 +290,8 @@ impl Sanitizer {
             first_generic,
             rules_regex,
             generic_regex,
+            gate: None,
+            dense_switch: true,
         })
     }
 
@@ -269,7 +322,10 @@ impl Sanitizer {
     }
 
     fn sanitize_counting<'t>(&self, text: &'t str, work: &mut usize) -> Cow<'t, str> {
-        let Some((mut out, mut again)) = self.pass(text, work) else {
+        // Whether the gate runs: once a text turns out dense with triggers, its later scans go
+        // without it (the gate would only add its own pass).
+        let mut gated = self.gate.is_some();
+        let Some((mut out, mut again)) = self.pass(text, work, &mut gated) else {
             return Cow::Borrowed(text);
         };
         // A replacement changes what the rules around it see: a letter next to it gains a word
@@ -284,7 +340,7 @@ impl Sanitizer {
             if !again {
                 break;
             }
-            match self.pass(&out, work) {
+            match self.pass(&out, work, &mut gated) {
                 Some((next, next_again)) => (out, again) = (next, next_again),
                 None => break,
             }
@@ -299,7 +355,7 @@ impl Sanitizer {
         let start = floor_char(text, m.start);
         let end = ceil_char(text, m.end);
         let rule = &self.rules[m.rule];
-        let (keep, tail) = match &rule.groups {
+        let (keep, tail) = match rule.groups.as_ref().map(Lazy::get) {
             Some(alone) => {
                 let mut caps = alone.create_captures();
                 alone.search_captures(
@@ -357,9 +413,9 @@ impl Sanitizer {
         work: &mut usize,
     ) -> Option<Match> {
         let (regex, offset) = match which {
-            Which::All => (&self.regex, 0),
-            Which::Rules => (self.rules_regex.as_ref()?, 0),
-            Which::Generic => (self.generic_regex.as_ref()?, self.first_generic),
+            Which::All => (self.regex.get(), 0),
+            Which::Rules => (self.rules_regex.as_ref()?.get(), 0),
+            Which::Generic => (self.generic_regex.as_ref()?.get(), self.first_generic),
         };
         let mut input = Input::new(hay).span(span.0..span.1);
         if anchored {
@@ -374,9 +430,40 @@ impl Sanitizer {
         })
     }
 
+    /// The first match at or after `at`, searching only the gate's regions (from `*next` on).
+    /// A match found in a region is searched again anchored at its start over the whole text:
+    /// the region may end before the match would (see `gate.rs` for why this is exact).
+    fn find_gated(
+        &self,
+        hay: &[u8],
+        at: usize,
+        regions: &[(usize, usize)],
+        next: &mut usize,
+        work: &mut usize,
+    ) -> Option<Match> {
+        while let Some(&(start, end)) = regions.get(*next) {
+            if end <= at {
+                *next += 1;
+                continue;
+            }
+            let from = start.max(at);
+            if let Some(m) = self.find(Which::All, hay, (from, end), false, work) {
+                if end == hay.len() {
+                    // The region runs to the end of the text: nothing was cut.
+                    return Some(m);
+                }
+                return self
+                    .find(Which::All, hay, (m.start, hay.len()), true, work)
+                    .or(Some(m));
+            }
+            *next += 1;
+        }
+        None
+    }
+
     /// One scan: the redacted text (`None` when nothing was replaced), and whether a
     /// non-empty span was replaced (the result is then scanned again).
-    fn pass(&self, text: &str, work: &mut usize) -> Option<(String, bool)> {
+    fn pass(&self, text: &str, work: &mut usize, gated: &mut bool) -> Option<(String, bool)> {
         let hay = text.as_bytes();
         let mut again = false;
         let mut out: Option<String> = None;
@@ -385,13 +472,40 @@ impl Sanitizer {
         let mut rescan_budget = text.len() + 4096;
         // A match found by a second look at a rejected span's start.
         let mut pending: Option<Match> = None;
+        // With the gate, only its regions are searched; without a region there is no match.
+        let mut regions = match &self.gate {
+            Some(gate) if *gated => {
+                *work += hay.len();
+                Some(gate.regions(hay))
+            }
+            _ => None,
+        };
+        if regions.as_ref().is_some_and(Vec::is_empty) {
+            return None;
+        }
+        // Regions over most of the text: searching it all is the same result, without a search
+        // again at each match (and the next scans skip the gate).
+        if let Some(r) = &regions
+            && self.dense_switch
+            && 2 * r.iter().map(|(s, e)| e - s).sum::<usize>() > hay.len()
+        {
+            regions = None;
+            *gated = false;
+        }
+        let mut region = 0;
         while at <= hay.len() {
             let m = match pending.take() {
                 Some(m) => m,
-                None => match self.find(Which::All, hay, (at, hay.len()), false, work) {
-                    Some(m) => m,
-                    None => break,
-                },
+                None => {
+                    let found = match &regions {
+                        Some(regions) => self.find_gated(hay, at, regions, &mut region, work),
+                        None => self.find(Which::All, hay, (at, hay.len()), false, work),
+                    };
+                    match found {
+                        Some(m) => m,
+                        None => break,
+                    }
+                }
             };
             let Judged {
                 start,
@@ -490,6 +604,45 @@ impl Sanitizer {
         (judged.passes && judged.start > keep).then_some(judged.start)
     }
 
+    /// Whether the automaton of every rule has been compiled yet (it is, with the trigger gate,
+    /// only once a text has a trigger).
+    ///
+    /// ```
+    /// let s = steadfast::Sanitizer::builder().build().unwrap();
+    /// assert_eq!(s.sanitize("file not found: report.pdf"), "file not found: report.pdf");
+    /// assert!(!s.is_compiled());
+    /// assert_eq!(s.sanitize("password=hunter2"), "password=[redacted]");
+    /// assert!(s.is_compiled());
+    /// ```
+    #[doc(hidden)]
+    pub fn is_compiled(&self) -> bool {
+        self.regex.is_compiled()
+    }
+
+    /// Compiles every regex of this sanitizer now, rather than the first time a text needs it:
+    /// for a program that would rather pay the cost at start (0.1 s in a release build,
+    /// seconds in a debug one) than on its first secret, on a thread of its choice.
+    ///
+    /// ```
+    /// let s = steadfast::Sanitizer::default_rules();
+    /// s.compile_all();
+    /// assert!(s.is_compiled());
+    /// ```
+    pub fn compile_all(&self) {
+        self.regex.get();
+        for lazy in [&self.rules_regex, &self.generic_regex]
+            .into_iter()
+            .flatten()
+        {
+            lazy.get();
+        }
+        for rule in &self.rules {
+            if let Some(groups) = &rule.groups {
+                groups.get();
+            }
+        }
+    }
+
     /// The names of the rules, in priority order.
     ///
     /// ```
@@ -506,6 +659,8 @@ impl Sanitizer {
 pub struct SanitizerBuilder {
     extra: Vec<Rule>,
     generic: bool,
+    prefilter: bool,
+    dense_switch: bool,
 }
 
 impl SanitizerBuilder {
@@ -527,10 +682,28 @@ impl SanitizerBuilder {
         self
     }
 
+    /// Whether to run the trigger gate in front of the scan (default: yes; it only applies to
+    /// the built-in rules, with or without the generic layer). The result is the same either
+    /// way: for tests that compare the two, and benchmarks.
+    #[doc(hidden)]
+    pub fn prefilter(mut self, enabled: bool) -> Self {
+        self.prefilter = enabled;
+        self
+    }
+
+    /// Whether a text whose trigger regions cover most of it is searched whole rather than
+    /// region by region (default: yes; same result). For tests of the regions.
+    #[doc(hidden)]
+    pub fn dense_switch(mut self, enabled: bool) -> Self {
+        self.dense_switch = enabled;
+        self
+    }
+
     /// Compiles the rules. An invalid extra rule is an error that names it.
     ///
     /// See [`Sanitizer::builder`] for an example.
     pub fn build(self) -> Result<Sanitizer, regex::Error> {
+        let gated = self.prefilter && self.extra.is_empty();
         let rules = super::BUILTIN_RULES
             .iter()
             .cloned()
@@ -545,11 +718,19 @@ impl SanitizerBuilder {
         } else {
             Vec::new()
         };
-        Sanitizer::compile_layers(rules, &generic)
+        let mut sanitizer = Sanitizer::compile_layers(rules, &generic, gated)?;
+        if gated {
+            sanitizer.gate = Some(Gate::new());
+        }
+        sanitizer.dense_switch = self.dense_switch;
+        Ok(sanitizer)
     }
 }
 
-fn builder() -> meta::Builder {
+/// `groups`: whether searches report capture groups (a rule alone, for its `KEEP` and `TAIL`).
+/// A regex of many rules only reports where a match is and which rule it is: without the
+/// groups it compiles in about half the time.
+fn builder(groups: bool) -> meta::Builder {
     let mut b = meta::Builder::new();
     // Built-in patterns use byte classes such as `(?-u:[^\s])`, which may match part of a
     // character; the scan widens every span to whole characters.
@@ -557,7 +738,12 @@ fn builder() -> meta::Builder {
         meta::Config::new()
             .nfa_size_limit(Some(SIZE_LIMIT))
             .dfa_size_limit(Some(SIZE_LIMIT))
-            .hybrid_cache_capacity(DFA_CACHE),
+            .hybrid_cache_capacity(DFA_CACHE)
+            .which_captures(if groups {
+                WhichCaptures::All
+            } else {
+                WhichCaptures::Implicit
+            }),
     );
     b
 }
