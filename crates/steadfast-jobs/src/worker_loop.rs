@@ -193,14 +193,15 @@ pub(crate) async fn run_loop(s: Arc<Shared>, stop: CancellationToken) -> Result<
     let ended = Arc::new(Notify::new());
     // Re-armed before each claim, so a job queued while the claim looks wakes the next one.
     let mut woken = Box::pin(wake.notified());
-    // The first `sanitize` compiles the redaction rules: seconds in a debug build on a busy
-    // machine. Left to a job's first failure, it ran on the runtime's thread between deciding
-    // the retry's time and storing it: on a single-threaded runtime this loop overslept its
-    // idle wait by that long, and the retry was stored already due (taken again at once, its
-    // backoff lost). Compiled here on a blocking thread, before the first claim.
+    // The redaction rules compile on first need (a text that triggers them): seconds in a debug
+    // build on a busy machine. Left to a job's first failure, that ran on the runtime's thread
+    // between deciding the retry's time and storing it: on a single-threaded runtime this loop
+    // overslept its idle wait by that long, and the retry was stored already due (taken again
+    // at once, its backoff lost). Compiled here, all of them, on a blocking thread before the
+    // first claim (`sanitize("")` no longer compiles anything: clean text needs no rule).
     tokio::select! {
         _ = stop.cancelled() => {}
-        _ = tokio::task::spawn_blocking(|| drop(sanitize(""))) => {}
+        _ = tokio::task::spawn_blocking(|| steadfast::Sanitizer::default_rules().compile_all()) => {}
     }
     while !stop.is_cancelled() {
         while tasks.try_join_next().is_some() {}

@@ -3,11 +3,9 @@
 //! `tasks/cancel` does (wherever its attempt runs). Reads the task table; writes nothing else.
 
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 
 use crate::tasks::Durable;
 use crate::tasks::methods::{Cancel, try_cancel};
-use crate::tasks::store::TaskRow;
 
 /// A durable tool call as the console shows it.
 #[derive(Debug, Clone)]
@@ -43,28 +41,6 @@ pub enum Cancelled {
     AlreadyEnded(&'static str),
 }
 
-const COLS: &str = "task_id, owner, job_id, tool, params, replay, status, result, last_failure, \
-    sent, answered, ttl_ms, created_at, updated_at";
-
-fn row_of(r: &sqlx::any::AnyRow) -> Result<TaskRow, sqlx::Error> {
-    Ok(TaskRow {
-        task_id: r.try_get("task_id")?,
-        owner: r.try_get("owner")?,
-        job_id: r.try_get("job_id")?,
-        tool: r.try_get("tool")?,
-        params: r.try_get("params")?,
-        replay: r.try_get::<i64, _>("replay")? != 0,
-        status: r.try_get("status")?,
-        result: r.try_get("result")?,
-        last_failure: r.try_get("last_failure")?,
-        sent: r.try_get("sent")?,
-        answered: r.try_get("answered")?,
-        ttl_ms: r.try_get("ttl_ms")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
-}
-
 fn at(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
@@ -72,20 +48,15 @@ fn at(ms: i64) -> DateTime<Utc> {
 /// The `limit` newest unexpired tasks of every client, newest first.
 pub(crate) async fn recent(d: &Durable, limit: i64) -> Result<Vec<TaskView>, String> {
     let now = d.shared.now();
-    let rows = sqlx::query(&format!(
-        "SELECT {COLS} FROM steadfast_tasks WHERE created_at + ttl_ms > $1 \
-         ORDER BY created_at DESC, task_id DESC LIMIT $2"
-    ))
-    .bind(now)
-    .bind(limit)
-    .fetch_all(d.jobs.store().pool())
-    .await
-    .map_err(|e| steadfast::sanitize(&e.to_string()).into_owned())?;
+    let rows = d
+        .store()
+        .recent(now, limit)
+        .await
+        .map_err(|e| steadfast::sanitize(&e.to_string()).into_owned())?;
     let mut out = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let row = row_of(r).map_err(|e| e.to_string())?;
+    for row in &rows {
         let view = d
-            .view(&row)
+            .view(row)
             .await
             .map_err(|e| steadfast::sanitize(&e.to_string()).into_owned())?;
         let next_attempt = match (view.is_terminal(), row.job_id) {

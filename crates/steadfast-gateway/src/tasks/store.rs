@@ -150,6 +150,19 @@ impl TaskStore {
         row.as_ref().map(from_row).transpose()
     }
 
+    /// The `limit` newest unexpired tasks of every owner, newest first (the admin console).
+    pub(crate) async fn recent(&self, now: i64, limit: i64) -> Result<Vec<TaskRow>, sqlx::Error> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLS} FROM steadfast_tasks WHERE created_at + ttl_ms > $1 \
+             ORDER BY created_at DESC, task_id DESC LIMIT $2"
+        ))
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
     /// `owner`'s unexpired tasks, oldest first, from `offset`.
     pub(crate) async fn list(
         &self,
