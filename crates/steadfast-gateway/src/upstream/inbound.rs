@@ -94,136 +94,156 @@ impl Upstream {
         }
     }
 
+    /// A notification from the server: progress and cancels routed to the request or client
+    /// they concern, a related log to the client that asked, the acknowledgment of the
+    /// gateway's own listen kept, and the rest (list changes, resource updates, logs) to every
+    /// client.
     fn on_notification(&self, link: &Link, env: &Envelope<'_>, related: Option<u64>) {
         let method = env.method.as_deref().unwrap_or_default();
-        let clients = self.clients();
         match method {
-            "notifications/progress" => {
-                let Some(params) = env.params else { return };
-                let Ok(mut v) = serde_json::from_str::<Value>(params.get()) else {
-                    return;
-                };
-                let Some(id) = v.get("progressToken").and_then(progress_id) else {
-                    return;
-                };
-                let route = self.pending().get(&id).and_then(|p| p.progress.clone());
-                let Some(route) = route else { return };
-                route.activity.notify_one();
-                let value = v.get("progress").and_then(Value::as_f64).unwrap_or(0.0);
-                {
-                    let mut high = route.high.lock().unwrap_or_else(|e| e.into_inner());
-                    if value <= *high && *high > 0.0 {
-                        return;
-                    }
-                    *high = value;
-                }
-                if let Ok(token) = serde_json::from_str::<Value>(&route.token) {
-                    v["progressToken"] = token;
-                }
-                route.client.push_related(
-                    route.stream.as_deref(),
-                    jsonrpc::notification(method, Some(&v.to_string())),
-                );
-            }
+            "notifications/progress" => self.on_progress(method, env),
             // The server cancels a request it sent to the client: rename the id.
-            "notifications/cancelled" => {
-                let Some(params) = env.params else {
-                    return;
-                };
-                if let Ok(v) = serde_json::from_str::<Value>(params.get()) {
-                    let up = v.get("requestId").map(Value::to_string).unwrap_or_default();
-                    let reason = v
-                        .get("reason")
-                        .and_then(Value::as_str)
-                        .map(|r| steadfast::sanitize(r).into_owned());
-                    // The entry ends with the cancel: a late answer from the client goes
-                    // nowhere, and the slot is free again.
-                    for client in &clients {
-                        if client.server_cancelled(self, link.generation(), &up, reason.as_deref())
-                        {
-                            break;
-                        }
-                    }
-                }
-            }
+            "notifications/cancelled" => self.on_server_cancelled(link, env),
             // A log the server sent on our request's answer stream is that request's: it goes
             // to the client that asked (on the request's own stream, if it has one), not to
             // every client. List changes and resource updates concern every session.
             "notifications/message" if related.is_some() => {
-                let target = related.and_then(|id| {
-                    let pending = self.pending();
-                    let p = pending.get(&id)?;
-                    Some((p.origin?, p.stream.clone()))
-                });
-                let found = target.and_then(|(serial, stream)| {
-                    let client = clients.iter().find(|c| c.serial() == serial)?;
-                    Some((client, stream))
-                });
-                let line = jsonrpc::notification(method, env.params.map(RawValue::get));
-                match found {
-                    Some((client, stream)) => {
-                        client.push_related(stream.as_deref(), line);
-                    }
-                    None => {
-                        for client in &clients {
-                            client.push_notification(line.clone());
-                        }
-                    }
-                }
+                self.on_related_log(method, env, related);
             }
             // The acknowledgment of the gateway's own listen (`listen.rs`): nobody else's.
-            super::changes::ACKNOWLEDGED => {
-                #[derive(serde::Deserialize)]
-                struct Meta {
-                    #[serde(rename = "io.modelcontextprotocol/subscriptionId")]
-                    id: Option<Value>,
-                }
-                #[derive(serde::Deserialize)]
-                struct Ack {
-                    #[serde(rename = "_meta")]
-                    meta: Option<Meta>,
-                }
-                let id = env
-                    .params
-                    .and_then(|p| serde_json::from_str::<Ack>(p.get()).ok())
-                    .and_then(|a| a.meta?.id)
-                    .and_then(|id| progress_id(&id));
-                if let Some(id) = id {
-                    self.listen_acked.send_if_modified(|last| {
-                        let newer = id > *last;
-                        if newer {
-                            *last = id;
-                        }
-                        newer
-                    });
+            super::changes::ACKNOWLEDGED => self.on_listen_acknowledged(env),
+            _ => self.broadcast(method, env),
+        }
+    }
+
+    /// A request's progress, to its client with the client's own token, only increasing.
+    fn on_progress(&self, method: &str, env: &Envelope<'_>) {
+        let Some(params) = env.params else { return };
+        let Ok(mut v) = serde_json::from_str::<Value>(params.get()) else {
+            return;
+        };
+        let Some(id) = v.get("progressToken").and_then(progress_id) else {
+            return;
+        };
+        let route = self.pending().get(&id).and_then(|p| p.progress.clone());
+        let Some(route) = route else { return };
+        route.activity.notify_one();
+        let value = v.get("progress").and_then(Value::as_f64).unwrap_or(0.0);
+        {
+            let mut high = route.high.lock().unwrap_or_else(|e| e.into_inner());
+            if value <= *high && *high > 0.0 {
+                return;
+            }
+            *high = value;
+        }
+        if let Ok(token) = serde_json::from_str::<Value>(&route.token) {
+            v["progressToken"] = token;
+        }
+        route.client.push_related(
+            route.stream.as_deref(),
+            jsonrpc::notification(method, Some(&v.to_string())),
+        );
+    }
+
+    /// The server cancelled a request it sent to a client: that client's entry ends.
+    fn on_server_cancelled(&self, link: &Link, env: &Envelope<'_>) {
+        let clients = self.clients();
+        let Some(params) = env.params else {
+            return;
+        };
+        if let Ok(v) = serde_json::from_str::<Value>(params.get()) {
+            let up = v.get("requestId").map(Value::to_string).unwrap_or_default();
+            let reason = v
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(|r| steadfast::sanitize(r).into_owned());
+            // The entry ends with the cancel: a late answer from the client goes
+            // nowhere, and the slot is free again.
+            for client in &clients {
+                if client.server_cancelled(self, link.generation(), &up, reason.as_deref()) {
+                    break;
                 }
             }
-            _ => {
-                if method == "notifications/tools/list_changed" {
-                    let me = self.name.clone();
-                    tracing::info!(upstream = %me, "the upstream's tool list changed");
-                }
-                let mut params = env.params.map(RawValue::get);
-                if let Some(changes) = self.changes() {
-                    changes.publish(method, params);
-                }
-                // On the gateway's listen, a modern server stamps its own subscription id:
-                // meaningless to a session, so left out (a resource update keeps its URI).
-                let unstamped;
-                if self.is_modern()
-                    && params.is_some_and(|p| p.contains(super::changes::SUBSCRIPTION_ID))
-                {
-                    unstamped = unstamp(params.unwrap_or_default());
-                    params = unstamped.as_deref();
-                }
-                let list_changed = method.ends_with("/list_changed");
+        }
+    }
+
+    /// A log related to one of our requests: to the client that sent it.
+    fn on_related_log(&self, method: &str, env: &Envelope<'_>, related: Option<u64>) {
+        let clients = self.clients();
+        let target = related.and_then(|id| {
+            let pending = self.pending();
+            let p = pending.get(&id)?;
+            Some((p.origin?, p.stream.clone()))
+        });
+        let found = target.and_then(|(serial, stream)| {
+            let client = clients.iter().find(|c| c.serial() == serial)?;
+            Some((client, stream))
+        });
+        let line = jsonrpc::notification(method, env.params.map(RawValue::get));
+        match found {
+            Some((client, stream)) => {
+                client.push_related(stream.as_deref(), line);
+            }
+            None => {
                 for client in &clients {
-                    if list_changed && !client.is_initialized() {
-                        continue;
-                    }
-                    client.push_notification(jsonrpc::notification(method, params));
+                    client.push_notification(line.clone());
                 }
             }
+        }
+    }
+
+    /// The acknowledgment of the gateway's own listen: the newest acknowledged serial.
+    fn on_listen_acknowledged(&self, env: &Envelope<'_>) {
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            #[serde(rename = "io.modelcontextprotocol/subscriptionId")]
+            id: Option<Value>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Ack {
+            #[serde(rename = "_meta")]
+            meta: Option<Meta>,
+        }
+        let id = env
+            .params
+            .and_then(|p| serde_json::from_str::<Ack>(p.get()).ok())
+            .and_then(|a| a.meta?.id)
+            .and_then(|id| progress_id(&id));
+        if let Some(id) = id {
+            self.listen_acked.send_if_modified(|last| {
+                let newer = id > *last;
+                if newer {
+                    *last = id;
+                }
+                newer
+            });
+        }
+    }
+
+    /// Everything else: to the listens' hub and every client.
+    fn broadcast(&self, method: &str, env: &Envelope<'_>) {
+        let clients = self.clients();
+        if method == "notifications/tools/list_changed" {
+            let me = self.name.clone();
+            tracing::info!(upstream = %me, "the upstream's tool list changed");
+        }
+        let mut params = env.params.map(RawValue::get);
+        if let Some(changes) = self.changes() {
+            changes.publish(method, params);
+        }
+        // On the gateway's listen, a modern server stamps its own subscription id:
+        // meaningless to a session, so left out (a resource update keeps its URI).
+        let unstamped;
+        if self.is_modern() && params.is_some_and(|p| p.contains(super::changes::SUBSCRIPTION_ID)) {
+            unstamped = unstamp(params.unwrap_or_default());
+            params = unstamped.as_deref();
+        }
+        let list_changed = method.ends_with("/list_changed");
+        for client in &clients {
+            if list_changed && !client.is_initialized() {
+                continue;
+            }
+            client.push_notification(jsonrpc::notification(method, params));
         }
     }
 
