@@ -89,3 +89,74 @@ async fn a_handshake_clients_cancel_reaches_the_upstream_under_its_id() {
 async fn a_modern_clients_cancel_reaches_the_upstream_under_its_id() {
     cancel_is_routed(Era::Modern).await;
 }
+
+/// Waits (real time, bounded) until the fake has seen a call to `tool`.
+#[cfg(feature = "http")]
+async fn until_called(fake: &Fake, tool: &str) {
+    let start = std::time::Instant::now();
+    while fake.calls(tool) == 0 {
+        assert!(
+            start.elapsed() < support::ANSWER,
+            "the call never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `DELETE` of an HTTP session.
+#[cfg(feature = "http")]
+async fn delete(url: &str, session: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, path) = rest.split_once('/').unwrap();
+    let mut s = tokio::net::TcpStream::connect(authority).await.unwrap();
+    let head = format!(
+        "DELETE /{path} HTTP/1.1\r\nHost: {authority}\r\nMcp-Session-Id: {session}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await.unwrap();
+    raw.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A POST waiting for its request's answer stops waiting as soon as nothing will answer it —
+/// the client cancelled the request, or ended the session — not at the front's 600 s bound:
+/// the request's task drops the `Reply` its answer would have gone to (no waiter to forget).
+#[cfg(feature = "http")]
+#[tokio::test]
+async fn an_http_post_ends_at_once_when_its_request_is_cancelled_or_its_session_ended() {
+    use support::client::{post, session_post};
+    for how in ["cancel", "delete"] {
+        let fake = hanging();
+        let url = support::http(support::config(""), fake.upstream()).await;
+        let session = support::client::http_session(&url).await;
+        let call = tokio::spawn({
+            let (url, session) = (url.clone(), session.clone());
+            async move {
+                let hang = json!({"name": "hang", "arguments": {}});
+                session_post(&url, &session, 7, "tools/call", hang).await
+            }
+        });
+        until_called(&fake, "hang").await;
+        let start = std::time::Instant::now();
+        if how == "cancel" {
+            let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": 7, "reason": "stop"}});
+            let a = post(&url, &[("Mcp-Session-Id", &session)], &cancel).await;
+            assert_eq!(a.status, 202, "{how}: {a:?}");
+        } else {
+            assert_eq!(delete(&url, &session).await, 200, "{how}");
+        }
+        let answer = tokio::time::timeout(Duration::from_secs(30), call)
+            .await
+            .unwrap_or_else(|_| panic!("{how}: the POST still waits"))
+            .expect("the POST's task");
+        assert!(start.elapsed() < Duration::from_secs(30), "{how}");
+        assert_eq!(answer.status, 504, "{how}: nothing will answer: {answer:?}");
+        assert!(
+            answer.messages.iter().all(|m| m["id"] != 7),
+            "{how}: a cancelled request is not answered: {answer:?}"
+        );
+    }
+}
