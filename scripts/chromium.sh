@@ -14,6 +14,11 @@ if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null
   timeout 600 $SUDO apt-get install -y -q chromium chromium-driver >&2 \
     || { timeout 300 $SUDO apt-get update -q >&2 && timeout 600 $SUDO apt-get install -y -q chromium chromium-driver >&2; }
 fi
+# axe-core (npm, pinned), the accessibility check the browser test runs in each page.
+if [ ! -f target/axe/node_modules/axe-core/axe.min.js ]; then
+  mkdir -p target/axe
+  (cd target/axe && timeout 300 npm install --silent --no-audit --no-fund axe-core@4.10.3 >&2)
+fi
 STEADFAST_TEST_CHROMEDRIVER="$(command -v chromedriver)"
 export STEADFAST_TEST_CHROMEDRIVER
 if [ "${1:-}" = "--install" ]; then

@@ -11,7 +11,9 @@
 //!   breaker's opening shows on the page within 3 s, without a reload; a durable call's Cancel
 //!   button cancels it.
 //!
-//! Screenshots of the pages go to `target/tmp/console-screenshots/` (CI keeps them).
+//! Screenshots of the pages go to `target/tmp/console-screenshots/` (CI keeps them). Each
+//! main page is also checked with axe-core (no serious or critical WCAG 2 A/AA violation),
+//! and the gateway page for keyboard focus.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -147,6 +149,36 @@ async fn screenshot(c: &Client, name: &str) {
     std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
 }
 
+/// axe-core's serious and critical violations on the page now (WCAG 2 A and AA rules), as
+/// "rule: how many elements" lines. axe-core comes from npm, installed by
+/// `scripts/chromium.sh --install` into `target/axe` (nothing is downloaded at test time); a
+/// run with a browser but without it fails rather than skip the check.
+async fn accessibility_violations(c: &Client) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/axe/node_modules/axe-core/axe.min.js");
+    let axe = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "axe-core at {} ({e}): run `bash scripts/chromium.sh --install`",
+            path.display()
+        )
+    });
+    c.execute(&axe, vec![]).await.expect("axe-core loads");
+    let run = "const done = arguments[arguments.length - 1];
+        axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa']}})
+          .then(r => done(r.violations
+            .filter(v => v.impact === 'serious' || v.impact === 'critical')
+            .map(v => v.id + ': ' + v.nodes.length + ' (' + v.nodes[0].target.join(' ') + ')')))
+          .catch(e => done(['axe failed: ' + e]));";
+    let found = c.execute_async(run, vec![]).await.expect("axe-core runs");
+    serde_json::from_value(found).expect("a list of violations")
+}
+
+/// Asserts the page has no serious or critical WCAG 2 A/AA violation (axe-core).
+async fn assert_accessible(c: &Client, page: &str) {
+    let found = accessibility_violations(c).await;
+    assert!(found.is_empty(), "{page}: axe-core found {found:?}");
+}
+
 /// Polls the page until `js` returns true, for at most `limit`; returns how long it took.
 async fn until(c: &Client, js: &str, limit: Duration, what: &str) -> Duration {
     let start = Instant::now();
@@ -237,6 +269,7 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
     assert_eq!(same, json!(true), "the page was not reloaded");
     assert_eq!(jobs.get(id).await.unwrap().unwrap().state, JobState::Dead);
     screenshot(&c, &format!("overview-{name}")).await;
+    assert_accessible(&c, &format!("overview-{name}")).await;
 
     // A POST without the CSRF token, from the page itself: refused.
     let status = c
@@ -310,6 +343,7 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
         .unwrap();
     assert!(job.contains("done") && job.contains("Attempts"), "{job}");
     screenshot(&c, &format!("job-{name}")).await;
+    assert_accessible(&c, &format!("job-{name}")).await;
 
     // With an admin token: the login page first, then the console.
     let token = "browser-test-admin-token";
@@ -319,6 +353,7 @@ async fn scenario(driver_path: &str, store: StoreOptions, name: &str) {
     let url = c.current_url().await.unwrap();
     assert_eq!(url.path(), "/login");
     screenshot(&c, &format!("login-{name}")).await;
+    assert_accessible(&c, &format!("login-{name}")).await;
     c.find(Locator::Css("#token"))
         .await
         .unwrap()
@@ -391,6 +426,30 @@ async fn gateway_console_in_chromium() {
         .unwrap();
     assert_eq!(same, json!(true), "the page was not reloaded");
     screenshot(&c, "gateway").await;
+    assert_accessible(&c, "gateway").await;
+    // The keyboard reaches the page's controls: Tab from the top focuses a link or a button.
+    let body = c.find(Locator::Css("body")).await.unwrap();
+    body.send_keys("\u{E004}").await.unwrap(); // WebDriver's Tab
+    let focused = c
+        .execute("return document.activeElement.tagName;", vec![])
+        .await
+        .unwrap();
+    assert!(
+        matches!(focused.as_str(), Some("A" | "BUTTON" | "INPUT")),
+        "Tab focused {focused}"
+    );
+    // The check can fail: an image without a text alternative is found.
+    c.execute(
+        "document.body.insertAdjacentHTML('beforeend', '<img src=\"/x.png\">');",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let found = accessibility_violations(&c).await;
+    assert!(
+        found.iter().any(|v| v.starts_with("image-alt")),
+        "axe-core did not see a known violation: {found:?}"
+    );
 
     // A durable call that never ends, cancelled with its button on the tasks page.
     let task = client.start_task().await;
@@ -404,6 +463,7 @@ async fn gateway_console_in_chromium() {
     )
     .await;
     screenshot(&c, "gateway-tasks").await;
+    assert_accessible(&c, "gateway-tasks").await;
     let button = c
         .execute(
             &format!("return {row}.querySelector('form[action$=\\'/actions/cancel-task\\'] button') !== null;"),
