@@ -60,6 +60,7 @@ restarts of the process, so a test can count restarts too.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import select
@@ -156,28 +157,43 @@ def now_iso():
 
 
 class Counter:
-    """Counts what the fake saw; survives restarts through the file."""
+    """Counts what the fake saw; survives restarts through the file, and adds up what several
+    processes sharing the file saw (a gateway may run one upstream process per client
+    capability set): each count is a read-modify-write of the file under a lock on
+    ``<file>.lock``, so one process's write never undoes another's."""
 
     def __init__(self, path):
         self.path = path
         self.lock = threading.Lock()
         self.data = {"starts": 0, "methods": {}, "tools": {}, "cancelled": 0}
-        if path and os.path.exists(path):
+        self.bump("starts")
+
+    def _reload(self):
+        if self.path and os.path.exists(self.path):
             try:
-                with open(path, encoding="utf-8") as f:
-                    self.data.update(json.load(f))
+                with open(self.path, encoding="utf-8") as f:
+                    data = {"starts": 0, "methods": {}, "tools": {}, "cancelled": 0}
+                    data.update(json.load(f))
+                    self.data = data
             except (OSError, ValueError):
                 pass
-        self.bump("starts")
 
     def bump(self, key, name=None):
         with self.lock:
-            if name is None:
-                self.data[key] = self.data.get(key, 0) + 1
-            else:
-                table = self.data.setdefault(key, {})
-                table[name] = table.get(name, 0) + 1
-            self._save()
+            lock = open(f"{self.path}.lock", "a") if self.path else None
+            try:
+                if lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                self._reload()
+                if name is None:
+                    self.data[key] = self.data.get(key, 0) + 1
+                else:
+                    table = self.data.setdefault(key, {})
+                    table[name] = table.get(name, 0) + 1
+                self._save()
+            finally:
+                if lock:
+                    lock.close()
 
     def _save(self):
         if not self.path:

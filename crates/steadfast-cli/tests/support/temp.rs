@@ -28,5 +28,9 @@ impl Temp {
 impl Drop for Temp {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        // The lock file beside a fake's count file (`fake_upstream.py`'s `Counter`).
+        let mut lock = self.0.clone().into_os_string();
+        lock.push(".lock");
+        let _ = std::fs::remove_file(lock);
     }
 }
